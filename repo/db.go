@@ -1,0 +1,183 @@
+// Package repo holds all of leasekeeper's SQL, one file per table. Every
+// function takes the transaction handle *Tx and, when it needs time, "now" as an
+// argument; none reads a clock. The rules that decide which function to call
+// live in package service.
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/leasekeeper/leasekeeper/migrations"
+)
+
+func init() {
+	// sqlx does not know modernc's driver name.
+	sqlx.BindDriver("sqlite", sqlx.QUESTION)
+}
+
+// MemoryPath opens a private in-memory database.
+const MemoryPath = ":memory:"
+
+// DB is one open leasekeeper database. It drives a single pinned connection:
+// statements (BEGIN and COMMIT included) are prepared once on it, which is the
+// largest saving SQLite offers here (docs/performance.md). A DB is not safe for
+// concurrent use; package service serializes access to it.
+type DB struct {
+	db    *sqlx.DB
+	conn  *sqlx.Conn
+	stmts map[string]*sqlx.Stmt
+	ctx   context.Context
+}
+
+// Options tune how a database file is opened.
+type Options struct {
+	// Synchronous is SQLite's synchronous setting for a file ("NORMAL" when
+	// empty). In-memory databases ignore it.
+	Synchronous string
+}
+
+// Open opens (creating if needed) the SQLite database at path, or a private
+// in-memory one for MemoryPath, and applies the embedded migrations.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	dsn := "file::memory:"
+	if path != MemoryPath {
+		sync := opts.Synchronous
+		if sync == "" {
+			sync = "NORMAL"
+		}
+		dsn = "file:" + escapePath(path) +
+			"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + sync + ")"
+	}
+	sdb, err := sqlx.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// One connection: an in-memory database exists per connection, and a file
+	// has a single writer anyway.
+	sdb.SetMaxOpenConns(1)
+	if err := migrate(ctx, sdb.DB); err != nil {
+		sdb.Close()
+		return nil, err
+	}
+	conn, err := sdb.Connx(ctx)
+	if err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &DB{db: sdb, conn: conn, stmts: map[string]*sqlx.Stmt{}, ctx: ctx}, nil
+}
+
+// escapePath keeps a file name with '?' or '#' from being read as URI syntax.
+func escapePath(p string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite())
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	return nil
+}
+
+// Close releases the prepared statements and closes the database.
+func (d *DB) Close() error {
+	for _, s := range d.stmts {
+		s.Close()
+	}
+	d.conn.Close()
+	return d.db.Close()
+}
+
+// Tx is an open transaction on a DB: the handle every repo function takes.
+type Tx struct {
+	d   *DB
+	ctx context.Context
+}
+
+// Begin starts a write transaction. IMMEDIATE takes SQLite's write lock at
+// once, so a transaction never fails half-way for want of it.
+func (d *DB) Begin(ctx context.Context) (*Tx, error) {
+	tx := &Tx{d: d, ctx: ctx}
+	if _, err := tx.exec("BEGIN IMMEDIATE"); err != nil {
+		return nil, err
+	}
+	return tx, nil
+}
+
+// Commit makes the transaction's changes durable (as the synchronous setting allows).
+func (tx *Tx) Commit() error {
+	_, err := tx.exec("COMMIT")
+	return err
+}
+
+// Rollback undoes the transaction.
+func (tx *Tx) Rollback() error {
+	_, err := tx.exec("ROLLBACK")
+	return err
+}
+
+// stmt returns the statement for query, prepared once per DB.
+func (tx *Tx) stmt(query string) (*sqlx.Stmt, error) {
+	if s, ok := tx.d.stmts[query]; ok {
+		return s, nil
+	}
+	s, err := tx.d.conn.PreparexContext(tx.d.ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %q: %w", query, err)
+	}
+	tx.d.stmts[query] = s
+	return s, nil
+}
+
+func (tx *Tx) exec(query string, args ...any) (sql.Result, error) {
+	s, err := tx.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(tx.ctx, args...)
+}
+
+// row runs a query expected to return at most one row and scans it into dest.
+// It reports found=false, not an error, when there is no row: sql.ErrNoRows is
+// mapped here and nowhere else.
+func (tx *Tx) row(query string, args []any, dest ...any) (bool, error) {
+	s, err := tx.stmt(query)
+	if err != nil {
+		return false, err
+	}
+	err = s.QueryRowContext(tx.ctx, args...).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// selectAll runs query and scans every row into the slice dest points to.
+func (tx *Tx) selectAll(dest any, query string, args ...any) error {
+	s, err := tx.stmt(query)
+	if err != nil {
+		return err
+	}
+	return s.SelectContext(tx.ctx, dest, args...)
+}
+
+// affected runs a statement and reports how many rows it changed.
+func (tx *Tx) affected(query string, args ...any) (int64, error) {
+	res, err := tx.exec(query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

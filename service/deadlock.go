@@ -1,0 +1,116 @@
+package service
+
+import (
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/repo"
+)
+
+// resolveDeadlocks implements D4 and D5 for requester r, just queued for lock
+// with result res: while r is on a wait cycle, the youngest client among
+// those on cycles through r is aborted.
+func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, res lk.AcquireResult) (lk.AcquireResult, error) {
+	var victims []string
+	for {
+		// Only an edge into r can close a cycle through r, and only waiters
+		// on a lock r holds have one (r is last in its own queue): without
+		// them there is nothing to walk.
+		awaited, err := repo.LeasesAwaited(tx, r)
+		if err != nil || !awaited {
+			break
+		}
+		edges, err := repo.WaitEdgesFrom(tx, r)
+		if err != nil {
+			return res, err
+		}
+		victim := youngestOnCycle(r, edges)
+		if victim == "" {
+			break
+		}
+		if err := s.abort(tx, victim, ts); err != nil {
+			return res, err
+		}
+		victims = append(victims, victim)
+		if victim == r {
+			return lk.AcquireResult{Outcome: lk.Deadlock, Victims: victims}, nil
+		}
+	}
+	if len(victims) == 0 {
+		return res, nil
+	}
+	// The aborts may have granted r its lock (at ts), or moved it up.
+	l, granted, err := repo.LeaseGet(tx, lock, r)
+	if err != nil {
+		return res, err
+	}
+	if granted {
+		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, ExpiresAt: l.ExpiresAt, Victims: victims}, nil
+	}
+	rank, err := repo.QueueRank(tx, r)
+	return lk.AcquireResult{Outcome: lk.Queued, Position: rank, Victims: victims}, err
+}
+
+// youngestOnCycle returns the client of largest age among C (D4.1-2): the
+// clients reachable from r that can also reach r, given the edges of a walk
+// from r. It returns "" when r is on no cycle.
+func youngestOnCycle(r string, edges []repo.WaitEdge) string {
+	into := map[string][]string{}
+	age := map[string]int64{}
+	for _, e := range edges {
+		into[e.To] = append(into[e.To], e.From)
+		age[e.To] = e.ToAge
+	}
+	if len(into[r]) == 0 {
+		return ""
+	}
+	// Every edge starts at a client the walk reached from r, so the clients
+	// found backwards from r are exactly C.
+	seen := map[string]bool{r: true}
+	stack := []string{r}
+	victim := r
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if age[n] > age[victim] {
+			victim = n
+		}
+		for _, m := range into[n] {
+			if !seen[m] {
+				seen[m] = true
+				stack = append(stack, m)
+			}
+		}
+	}
+	return victim
+}
+
+// abort removes victim from the system (D4.3): its queue entry first, then
+// its leases in ascending lock-name order, running S3 after each, with grants
+// starting at ts; then it is unregistered. The fenced store and the fencing
+// counters are untouched.
+func (s *Service) abort(tx *repo.Tx, victim string, ts int64) error {
+	lock, waiting, err := repo.QueueDeleteClient(tx, victim)
+	if err != nil {
+		return err
+	}
+	if waiting {
+		if err := repo.LockDequeue(tx, lock); err != nil {
+			return err
+		}
+		if _, err := s.promote(tx, lock, ts); err != nil {
+			return err
+		}
+	}
+	holds, err := repo.LeasesOfClient(tx, victim)
+	if err != nil {
+		return err
+	}
+	for _, h := range holds {
+		if _, err := repo.LeaseDelete(tx, h.Lock, victim); err != nil {
+			return err
+		}
+		if _, err := s.promote(tx, h.Lock, ts); err != nil {
+			return err
+		}
+	}
+	return repo.ClientDelete(tx, victim)
+}

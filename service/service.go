@@ -1,0 +1,148 @@
+// Package service holds leasekeeper's rules (SPEC.md sections 2-4). Each
+// operation runs in one transaction and takes its time, ts, as an argument:
+// nothing here reads a clock. Before an operation is handled, every lease that
+// lapsed by ts is retired and handed over at the instant it ended (L1, L3).
+package service
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/repo"
+)
+
+// Service is the lock service on one database. It is safe for concurrent use;
+// operations are serialized, each in its own transaction.
+type Service struct {
+	mu       sync.Mutex
+	db       *repo.DB
+	clock    int64 // the service's current time (SPEC.md rule 5)
+	clockSet bool  // false until the first operation
+	// nextExpiry is a lower bound on the earliest expires_at of all leases,
+	// so that operations skip the lapse query when nothing can have lapsed.
+	// math.MinInt64 means unknown.
+	nextExpiry int64
+}
+
+// Options configure Open.
+type Options struct {
+	repo.Options
+}
+
+// Open opens the service on the SQLite database at path (repo.MemoryPath for a
+// private in-memory one), creating and migrating it as needed.
+func Open(ctx context.Context, path string, opts Options) (*Service, error) {
+	db, err := repo.Open(ctx, path, opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{db: db, nextExpiry: math.MinInt64}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.clock, s.clockSet, err = repo.ServiceClock(tx)
+	if rerr := tx.Rollback(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db.Close()
+}
+
+// Clock returns the service's current time; ok is false before the first operation.
+func (s *Service) Clock() (ts int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clock, s.clockSet
+}
+
+// ErrTimeBackwards is returned (wrapping lk.ErrInvalidArguments) by every
+// operation whose ts is lower than the service's current time (rule 4).
+var ErrTimeBackwards = fmt.Errorf("%w: time runs backwards", lk.ErrInvalidArguments)
+
+// Advance moves the service's time to ts without any other operation (rule 5:
+// an operation that fails validation after its ts was accepted still advances
+// time).
+func (s *Service) Advance(ctx context.Context, ts int64) error {
+	return s.withTx(ctx, ts, func(*repo.Tx) error { return nil })
+}
+
+// withTx runs fn as one operation at time ts: it checks and advances the
+// clock, retires lapsed leases, then calls fn. The transaction commits when fn
+// succeeds or returns a contract error (a result, after which the time advance
+// and the lapses stand), and rolls back on any other error or a panic.
+func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) error) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clockSet && ts < s.clock {
+		return ErrTimeBackwards
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	clock, clockSet := s.clock, s.clockSet
+	done := false
+	defer func() {
+		if !done {
+			// Undo the in-memory state with the transaction; an unknown
+			// nextExpiry only costs one lapse query later.
+			tx.Rollback()
+			s.clock, s.clockSet, s.nextExpiry = clock, clockSet, math.MinInt64
+		}
+	}()
+	if !s.clockSet || ts > s.clock {
+		if err := repo.ServiceClockSet(tx, ts); err != nil {
+			return err
+		}
+		s.clock, s.clockSet = ts, true
+	}
+	if err := s.retire(tx, ts); err != nil {
+		return err
+	}
+	if err = fn(tx); err != nil && !lk.IsContract(err) {
+		return err
+	}
+	if cerr := tx.Commit(); cerr != nil {
+		return cerr
+	}
+	done = true
+	return err
+}
+
+// noteExpiry keeps nextExpiry a lower bound after a lease got expiry at.
+func (s *Service) noteExpiry(at int64) {
+	if at < s.nextExpiry {
+		s.nextExpiry = at
+	}
+}
+
+func checkTTL(ttl int64) error {
+	if ttl < 1 || ttl > lk.MaxTTL {
+		return lk.ErrInvalidTTL
+	}
+	return nil
+}
+
+func checkNames(names ...string) error {
+	for _, n := range names {
+		if n == "" {
+			return fmt.Errorf("%w: empty name", lk.ErrInvalidArguments)
+		}
+	}
+	return nil
+}
