@@ -2,6 +2,7 @@ package harness
 
 import (
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -26,8 +27,7 @@ func (r *runner) repeat(ts int64, a []any) (any, error) {
 	if !ok1 || !ok2 || count < 1 || count > MaxRepeat || step < 0 {
 		return r.invalid(ts)
 	}
-	// The last run's ts must be representable (docs/contract-notes.md).
-	if step > 0 && (count-1) > (math.MaxInt64-ts)/step {
+	if !lastRunFits(ts, count, step) {
 		return r.invalid(ts)
 	}
 	if len(tmpl) == 0 {
@@ -92,6 +92,16 @@ func (r *runner) repeat(ts int64, a []any) (any, error) {
 		tally["aborted"] = aborted
 	}
 	return map[string]any{"ops": count, "results": tally}, nil
+}
+
+// lastRunFits reports whether ts + (count-1)*step fits in an int64, as the
+// last run's ts must (docs/contract-notes.md). count >= 1 and step >= 0.
+func lastRunFits(ts, count, step int64) bool {
+	hi, span := bits.Mul64(uint64(count-1), uint64(step))
+	if hi != 0 || span > math.MaxInt64 {
+		return false
+	}
+	return ts <= 0 || int64(span) <= math.MaxInt64-ts
 }
 
 // pattern is a template string split into literal text and placeholders.

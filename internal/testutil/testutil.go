@@ -1,0 +1,110 @@
+// Package testutil holds what the test suites share: opening a real service
+// per test and loading the golden cases.
+package testutil
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/repo"
+	"github.com/leasekeeper/leasekeeper/service"
+)
+
+// Backend names a way to open a fresh service for a test.
+type Backend struct {
+	Name string
+	Open func(t testing.TB) *service.Service
+}
+
+// Backends are the databases every contract suite runs on: SQLite in memory,
+// and a SQLite file in the test's temporary directory.
+var Backends = []Backend{
+	{"sqlite-memory", func(t testing.TB) *service.Service { return OpenService(t, repo.MemoryPath) }},
+	{"sqlite-file", func(t testing.TB) *service.Service {
+		return OpenService(t, filepath.Join(t.TempDir(), "leasekeeper.db"))
+	}},
+}
+
+// OpenService opens a service at path, closed when the test ends.
+func OpenService(t testing.TB, path string) *service.Service {
+	t.Helper()
+	svc, err := service.Open(context.Background(), path, service.Options{})
+	if err != nil {
+		t.Fatalf("open service: %v", err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	return svc
+}
+
+// Case is one golden case file: {"note": ..., "ops": [...], "want": [...]}.
+type Case struct {
+	Name string
+	Path string
+	Note string
+	Ops  []any
+	Want []any
+}
+
+// RepoRoot finds the module root from a test's working directory.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// GoldenCases loads every case under testdata/golden, sorted by name.
+func GoldenCases(t testing.TB) []Case {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(RepoRoot(t), "testdata", "golden", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 {
+		t.Fatal("no golden cases found in testdata/golden")
+	}
+	sort.Strings(paths)
+	var cases []Case
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := harness.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if in.Want == nil || len(in.Want) != len(in.Ops) {
+			t.Fatalf("%s: want must have one result per operation", p)
+		}
+		raw, _ := os.ReadFile(p)
+		var meta struct {
+			Note string `json:"note"`
+		}
+		json.Unmarshal(raw, &meta)
+		if meta.Note == "" {
+			t.Fatalf("%s: every golden case needs a one-line note of the rule it pins", p)
+		}
+		cases = append(cases, Case{Name: strings.TrimSuffix(filepath.Base(p), ".json"), Path: p,
+			Note: meta.Note, Ops: in.Ops, Want: in.Want})
+	}
+	return cases
+}

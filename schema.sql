@@ -1,0 +1,61 @@
+-- The schema after all migrations (migrations/sqlite), as SQLite stores it.
+-- Generated: go test ./repo -run TestSchemaMatchesMigrations -update
+
+CREATE TABLE service (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    clock INTEGER
+);
+
+CREATE TABLE locks (
+    name          TEXT PRIMARY KEY,
+    last_token    INTEGER NOT NULL DEFAULT 0, -- highest fencing token issued
+    queue_length  INTEGER NOT NULL DEFAULT 0, -- rows in queue_entries for this lock
+    last_position INTEGER NOT NULL DEFAULT 0  -- highest queue position handed out
+) WITHOUT ROWID;
+
+CREATE TABLE clients (
+    age           INTEGER PRIMARY KEY AUTOINCREMENT,
+    name          TEXT NOT NULL UNIQUE,
+    waiting_for   TEXT,             -- the lock this client is queued for, if any (L8)
+    registered_at INTEGER NOT NULL
+);
+
+CREATE TABLE leases (
+    lock       TEXT NOT NULL,
+    client     TEXT NOT NULL,
+    mode       TEXT NOT NULL CHECK (mode IN ('shared', 'exclusive')),
+    token      INTEGER NOT NULL,
+    granted_at INTEGER NOT NULL,    -- the instant the lease started (L3)
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (lock, client)
+) WITHOUT ROWID;
+
+CREATE INDEX leases_by_expiry ON leases (expires_at, lock, token);
+
+CREATE UNIQUE INDEX leases_by_token ON leases (lock, token);
+
+CREATE INDEX leases_by_client ON leases (client, lock);
+
+CREATE TABLE queue_entries (
+    lock      TEXT NOT NULL,
+    position  INTEGER NOT NULL,
+    client    TEXT NOT NULL UNIQUE, -- a client waits for at most one lock (L8)
+    mode      TEXT NOT NULL CHECK (mode IN ('shared', 'exclusive')),
+    ttl       INTEGER NOT NULL,     -- the lease length the waiter asked for
+    queued_at INTEGER NOT NULL,
+    PRIMARY KEY (lock, position)
+) WITHOUT ROWID;
+
+CREATE TABLE store_fences (
+    lock          TEXT PRIMARY KEY,
+    highest_token INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE store_values (
+    lock       TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    value      TEXT NOT NULL,
+    token      INTEGER NOT NULL,    -- the token the value was written with
+    written_at INTEGER NOT NULL,
+    PRIMARY KEY (lock, key)
+) WITHOUT ROWID;
