@@ -2,8 +2,9 @@
 -- Generated: go test ./repo -run TestSchemaMatchesMigrations -update
 
 CREATE TABLE service (
-    id    INTEGER PRIMARY KEY CHECK (id = 1),
-    clock INTEGER
+    id              INTEGER PRIMARY KEY CHECK (id = 1),
+    clock           INTEGER,
+    last_client_age INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE TABLE locks (
@@ -14,7 +15,7 @@ CREATE TABLE locks (
 ) WITHOUT ROWID;
 
 CREATE TABLE clients (
-    age           INTEGER PRIMARY KEY AUTOINCREMENT,
+    age           INTEGER PRIMARY KEY,
     name          TEXT NOT NULL UNIQUE,
     waiting_for   TEXT,             -- the lock this client is queued for, if any (L8)
     registered_at INTEGER NOT NULL

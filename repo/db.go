@@ -164,6 +164,12 @@ func (tx *Tx) row(query string, args []any, dest ...any) (bool, error) {
 	return err == nil, err
 }
 
+// rowInt is row for a single integer column.
+func (tx *Tx) rowInt(query string, args ...any) (v int64, found bool, err error) {
+	found, err = tx.row(query, args, &v)
+	return v, found, err
+}
+
 // selectAll runs query and scans every row into the slice dest points to.
 func (tx *Tx) selectAll(dest any, query string, args ...any) error {
 	s, err := tx.stmt(query)

@@ -29,18 +29,14 @@ func LeaseDelete(tx *Tx, lock, client string) (deleted bool, err error) {
 	return n == 1, err
 }
 
-// LeaseExists reports whether client holds a lease on lock.
-func LeaseExists(tx *Tx, lock, client string) (bool, error) {
-	var one int
-	return tx.row(`SELECT 1 FROM leases WHERE lock = ? AND client = ?`, []any{lock, client}, &one)
-}
-
 // LeaseRenew moves the expiry of client's lease on lock (L2) and returns its
 // token; found is false when client holds no lease on lock.
 func LeaseRenew(tx *Tx, lock, client string, expiresAt int64) (token int64, found bool, err error) {
-	found, err = tx.row(`UPDATE leases SET expires_at = ? WHERE lock = ? AND client = ? RETURNING token`,
-		[]any{expiresAt, lock, client}, &token)
-	return token, found, err
+	n, err := tx.affected(`UPDATE leases SET expires_at = ? WHERE lock = ? AND client = ?`, expiresAt, lock, client)
+	if err != nil || n == 0 {
+		return 0, false, err
+	}
+	return tx.rowInt(`SELECT token FROM leases WHERE lock = ? AND client = ?`, lock, client)
 }
 
 // LeaseGet returns client's lease on lock.
@@ -49,14 +45,6 @@ func LeaseGet(tx *Tx, lock, client string) (l Lease, found bool, err error) {
 	found, err = tx.row(`SELECT mode, token, granted_at, expires_at FROM leases WHERE lock = ? AND client = ?`,
 		[]any{lock, client}, &l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt)
 	return l, found, err
-}
-
-// LeaseHolderMode returns the mode of lock's holders, or "" when it has none.
-// One row tells it: holders are one exclusive lease or only shared ones (S1).
-func LeaseHolderMode(tx *Tx, lock string) (lk.Mode, error) {
-	var m lk.Mode
-	_, err := tx.row(`SELECT mode FROM leases WHERE lock = ? LIMIT 1`, []any{lock}, &m)
-	return m, err
 }
 
 // LeasesExpiredBy returns every lease with expires_at <= now, in the order
@@ -68,6 +56,21 @@ func LeasesExpiredBy(tx *Tx, now int64) ([]Lease, error) {
 	return ls, err
 }
 
+// LeasesDeleteExpiredBy deletes every lease with expires_at <= now.
+func LeasesDeleteExpiredBy(tx *Tx, now int64) error {
+	_, err := tx.exec(`DELETE FROM leases WHERE expires_at <= ?`, now)
+	return err
+}
+
+// LeaseModeOutlasting returns the mode of lock's holders whose leases end
+// after `after`, or "" when there are none. One row tells the mode: holders
+// are one exclusive lease or only shared ones (S1).
+func LeaseModeOutlasting(tx *Tx, lock string, after int64) (lk.Mode, error) {
+	var m lk.Mode
+	_, err := tx.row(`SELECT mode FROM leases WHERE lock = ? AND expires_at > ? LIMIT 1`, []any{lock, after}, &m)
+	return m, err
+}
+
 // LeasesEarliestExpiry returns the smallest expires_at of all leases; ok is
 // false when there are none.
 func LeasesEarliestExpiry(tx *Tx) (at int64, ok bool, err error) {
@@ -76,15 +79,7 @@ func LeasesEarliestExpiry(tx *Tx) (at int64, ok bool, err error) {
 	return v.Int64, v.Valid, err
 }
 
-// LeasesOfLock lists lock's holders by token, lowest first (S4).
-func LeasesOfLock(tx *Tx, lock string) ([]lk.Holder, error) {
-	hs := []lk.Holder{}
-	err := tx.selectAll(&hs, `SELECT client, mode, token, expires_at FROM leases
-		WHERE lock = ? ORDER BY token`, lock)
-	return hs, err
-}
-
-// LeasesOfClient lists client's leases by lock name, byte-wise (D6, D4.3).
+// LeasesOfClient lists client's leases by lock name, byte-wise (D4.3).
 func LeasesOfClient(tx *Tx, client string) ([]lk.Hold, error) {
 	hs := []lk.Hold{}
 	err := tx.selectAll(&hs, `SELECT lock, mode, token, expires_at FROM leases

@@ -12,46 +12,58 @@ type QueueEntry struct {
 	QueuedAt int64   `db:"queued_at"`
 }
 
-// QueueAppend stores a waiter at the position LockEnqueue reserved.
+// QueueAppend stores a waiter; its position must be the lock's last_position
+// after LockEnqueue.
 func QueueAppend(tx *Tx, e QueueEntry) error {
 	_, err := tx.exec(`INSERT INTO queue_entries (lock, position, client, mode, ttl, queued_at)
 		VALUES (?, ?, ?, ?, ?, ?)`, e.Lock, e.Position, e.Client, e.Mode, e.TTL, e.QueuedAt)
 	return err
 }
 
-// QueueHead returns the oldest waiter for lock; found is false for an empty queue.
-func QueueHead(tx *Tx, lock string) (e QueueEntry, found bool, err error) {
-	e.Lock = lock
-	found, err = tx.row(`SELECT position, client, mode, ttl, queued_at FROM queue_entries
-		WHERE lock = ? ORDER BY position LIMIT 1`, []any{lock}, &e.Position, &e.Client, &e.Mode, &e.TTL, &e.QueuedAt)
-	return e, found, err
+// QueueHead is a queue entry with its lock's fencing counter, as QueuePage
+// returns it.
+type QueueHead struct {
+	QueueEntry
+	LastToken int64 `db:"last_token"`
 }
 
-// QueueDelete removes the entry at position of lock's queue.
-func QueueDelete(tx *Tx, lock string, position int64) error {
-	_, err := tx.exec(`DELETE FROM queue_entries WHERE lock = ? AND position = ?`, lock, position)
+// QueuePage returns up to limit of lock's waiters after position `after`,
+// oldest first: the queue read from its head, as S3 consumes it.
+func QueuePage(tx *Tx, lock string, after int64, limit int) ([]QueueHead, error) {
+	var page []QueueHead
+	err := tx.selectAll(&page, `SELECT q.lock, q.position, q.client, q.mode, q.ttl, q.queued_at, k.last_token
+		  FROM queue_entries q JOIN locks k ON k.name = q.lock
+		 WHERE q.lock = ? AND q.position > ? ORDER BY q.position LIMIT ?`, lock, after, limit)
+	return page, err
+}
+
+// QueueGrantThrough records that lock's first `granted` waiters, the entries
+// up to position `through`, became holders: they leave the queue and stop
+// waiting, and the lock's counter moves past their tokens.
+func QueueGrantThrough(tx *Tx, lock string, through, granted int64) error {
+	if _, err := tx.exec(`UPDATE clients SET waiting_for = NULL WHERE name IN
+		(SELECT client FROM queue_entries WHERE lock = ? AND position <= ?)`, lock, through); err != nil {
+		return err
+	}
+	if _, err := tx.exec(`DELETE FROM queue_entries WHERE lock = ? AND position <= ?`, lock, through); err != nil {
+		return err
+	}
+	_, err := tx.exec(`UPDATE locks SET last_token = last_token + ?, queue_length = queue_length - ?
+		WHERE name = ?`, granted, granted, lock)
 	return err
 }
 
-// QueueDeleteClient removes client's queue entry and returns the lock it was
-// for; found is false when client was not waiting.
-func QueueDeleteClient(tx *Tx, client string) (lock string, found bool, err error) {
-	found, err = tx.row(`DELETE FROM queue_entries WHERE client = ? RETURNING lock`, []any{client}, &lock)
-	return lock, found, err
+// QueueDeleteClient removes client's queue entry, if it has one.
+func QueueDeleteClient(tx *Tx, client string) error {
+	_, err := tx.exec(`DELETE FROM queue_entries WHERE client = ?`, client)
+	return err
 }
 
 // QueueRank returns client's place in line on the lock it waits for (1 = next).
 // It counts the entries ahead, so it is kept off the hot path: a fresh
-// waiter's rank is the queue length LockEnqueue returns.
+// waiter's rank is its lock's queue length.
 func QueueRank(tx *Tx, client string) (rank int64, err error) {
 	_, err = tx.row(`SELECT count(*) FROM queue_entries q JOIN queue_entries me
 		ON me.client = ? AND q.lock = me.lock AND q.position <= me.position`, []any{client}, &rank)
 	return rank, err
-}
-
-// QueueOfLock lists lock's waiters, oldest first (S4).
-func QueueOfLock(tx *Tx, lock string) ([]lk.Waiter, error) {
-	ws := []lk.Waiter{}
-	err := tx.selectAll(&ws, `SELECT client, mode FROM queue_entries WHERE lock = ? ORDER BY position`, lock)
-	return ws, err
 }

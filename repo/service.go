@@ -2,24 +2,24 @@ package repo
 
 import "database/sql"
 
-// ServiceClock returns the service's current time; ok is false before the
-// first operation.
-func ServiceClock(tx *Tx) (ts int64, ok bool, err error) {
-	var c sql.NullInt64
-	if _, err := tx.row(`SELECT clock FROM service WHERE id = 1`, nil, &c); err != nil {
-		return 0, false, err
-	}
-	return c.Int64, c.Valid, nil
+// Counters are the service row: the clock and the registration counter.
+type Counters struct {
+	Clock         int64
+	ClockSet      bool // false before the first operation
+	LastClientAge int64
 }
 
-// ServiceClockSet moves the service's current time to ts.
-func ServiceClockSet(tx *Tx, ts int64) error {
-	_, err := tx.exec(`UPDATE service SET clock = ? WHERE id = 1`, ts)
+// ServiceCounters reads the service row.
+func ServiceCounters(tx *Tx) (Counters, error) {
+	var c Counters
+	var clock sql.NullInt64
+	_, err := tx.row(`SELECT clock, last_client_age FROM service WHERE id = 1`, nil, &clock, &c.LastClientAge)
+	c.Clock, c.ClockSet = clock.Int64, clock.Valid
+	return c, err
+}
+
+// ServiceCountersSet writes the service row.
+func ServiceCountersSet(tx *Tx, c Counters) error {
+	_, err := tx.exec(`UPDATE service SET clock = ?, last_client_age = ? WHERE id = 1`, c.Clock, c.LastClientAge)
 	return err
-}
-
-// ServiceIsEmpty reports whether the database has never served an operation.
-func ServiceIsEmpty(tx *Tx) (bool, error) {
-	_, ok, err := ServiceClock(tx)
-	return !ok, err
 }

@@ -4,11 +4,10 @@ package repo
 // lower than the current highest (L6), in one conditional write; accepted is
 // false (and nothing changes) when the token is stale.
 func StoreFenceRaise(tx *Tx, lock string, token int64) (accepted bool, err error) {
-	var got int64
-	return tx.row(`INSERT INTO store_fences (lock, highest_token) VALUES (?, ?)
+	n, err := tx.affected(`INSERT INTO store_fences (lock, highest_token) VALUES (?, ?)
 		ON CONFLICT (lock) DO UPDATE SET highest_token = excluded.highest_token
-		WHERE excluded.highest_token >= store_fences.highest_token
-		RETURNING highest_token`, []any{lock, token}, &got)
+		WHERE excluded.highest_token >= store_fences.highest_token`, lock, token)
+	return n == 1, err
 }
 
 // StoreValuePut stores value as the last accepted one for (lock, key).

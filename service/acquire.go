@@ -24,37 +24,37 @@ func (s *Service) Acquire(ctx context.Context, ts int64, client, lock string, tt
 		if err := checkTTL(ttl); err != nil {
 			return err
 		}
-		c, registered, err := repo.ClientGet(tx, client)
+		st, err := repo.RequestStateGet(tx, client, lock)
 		if err != nil {
 			return err
 		}
-		if registered {
-			if c.WaitingFor != "" {
-				return lk.ErrClientBusy
-			}
-			holds, err := repo.LeaseExists(tx, lock, client)
-			if err != nil {
+		if st.WaitingFor != "" || st.HoldsLock {
+			return lk.ErrClientBusy
+		}
+		if !st.Registered {
+			s.c.LastClientAge++
+			if err := repo.ClientRegister(tx, client, s.c.LastClientAge, ts); err != nil {
 				return err
 			}
-			if holds {
-				return lk.ErrClientBusy
-			}
-		} else if _, err := repo.ClientRegister(tx, client, ts); err != nil {
-			return err
 		}
-		res, err = s.acquire(tx, ts, client, lock, ttl, mode)
+		res, err = s.acquire(tx, ts, client, lock, ttl, mode, st)
 		return err
 	})
 	return res, err
 }
 
-func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64, mode lk.Mode) (lk.AcquireResult, error) {
-	waiting, exists, err := repo.LockQueueLength(tx, lock)
-	if err != nil {
-		return lk.AcquireResult{}, err
-	}
-	grant := func(token int64) (lk.AcquireResult, error) {
-		l := repo.Lease{Lock: lock, Client: client, Mode: mode, Token: token,
+func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64, mode lk.Mode, st repo.RequestState) (lk.AcquireResult, error) {
+	if !st.LockExists || (st.QueueLength == 0 && lk.Compatible(st.HolderMode, mode)) {
+		var err error
+		if st.LockExists {
+			err = repo.LockTakeToken(tx, lock)
+		} else {
+			err = repo.LockCreate(tx, lock)
+		}
+		if err != nil {
+			return lk.AcquireResult{}, err
+		}
+		l := repo.Lease{Lock: lock, Client: client, Mode: mode, Token: st.LastToken + 1,
 			GrantedAt: ts, ExpiresAt: lk.AddTime(ts, ttl)}
 		if err := repo.LeaseInsert(tx, l); err != nil {
 			return lk.AcquireResult{}, err
@@ -62,36 +62,21 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		s.noteExpiry(l.ExpiresAt)
 		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, ExpiresAt: l.ExpiresAt}, nil
 	}
-	if !exists {
-		if err := repo.LockCreate(tx, lock); err != nil {
-			return lk.AcquireResult{}, err
-		}
-		return grant(1)
-	}
-	if waiting == 0 {
-		held, err := repo.LeaseHolderMode(tx, lock)
-		if err != nil {
-			return lk.AcquireResult{}, err
-		}
-		if lk.Compatible(held, mode) {
-			token, err := repo.LockNextToken(tx, lock)
-			if err != nil {
-				return lk.AcquireResult{}, err
-			}
-			return grant(token)
-		}
-	}
-	length, position, err := repo.LockEnqueue(tx, lock)
-	if err != nil {
+	if err := repo.LockEnqueue(tx, lock); err != nil {
 		return lk.AcquireResult{}, err
 	}
-	if err := repo.QueueAppend(tx, repo.QueueEntry{Lock: lock, Position: position, Client: client,
+	if err := repo.QueueAppend(tx, repo.QueueEntry{Lock: lock, Position: st.LastPosition + 1, Client: client,
 		Mode: mode, TTL: ttl, QueuedAt: ts}); err != nil {
 		return lk.AcquireResult{}, err
 	}
 	if err := repo.ClientSetWaiting(tx, client, lock); err != nil {
 		return lk.AcquireResult{}, err
 	}
-	res := lk.AcquireResult{Outcome: lk.Queued, Position: length}
+	res := lk.AcquireResult{Outcome: lk.Queued, Position: st.QueueLength + 1}
+	if !st.HoldsAny {
+		// Nothing points at a client that holds nothing and is last in its
+		// queue, so it is on no cycle (D3, D4).
+		return res, nil
+	}
 	return s.resolveDeadlocks(tx, ts, client, lock, res)
 }

@@ -88,15 +88,18 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) string {
 // starting at ts; then it is unregistered. The fenced store and the fencing
 // counters are untouched.
 func (s *Service) abort(tx *repo.Tx, victim string, ts int64) error {
-	lock, waiting, err := repo.QueueDeleteClient(tx, victim)
+	lock, err := repo.ClientWaitingFor(tx, victim)
 	if err != nil {
 		return err
 	}
-	if waiting {
+	if lock != "" {
+		if err := repo.QueueDeleteClient(tx, victim); err != nil {
+			return err
+		}
 		if err := repo.LockDequeue(tx, lock); err != nil {
 			return err
 		}
-		if _, err := s.promote(tx, lock, ts); err != nil {
+		if err := s.promote(tx, lock, ts); err != nil {
 			return err
 		}
 	}
@@ -108,7 +111,7 @@ func (s *Service) abort(tx *repo.Tx, victim string, ts int64) error {
 		if _, err := repo.LeaseDelete(tx, h.Lock, victim); err != nil {
 			return err
 		}
-		if _, err := s.promote(tx, h.Lock, ts); err != nil {
+		if err := s.promote(tx, h.Lock, ts); err != nil {
 			return err
 		}
 	}

@@ -8,11 +8,16 @@ import (
 	"github.com/leasekeeper/leasekeeper/repo"
 )
 
-// retire implements L1 and L3: every lease with expires_at <= now is removed
-// in the order the leases ended, across all locks, and each removal hands the
-// lock over at the instant that lease ended. A waiter granted that way whose
-// own lease has also ended by now joins the same ordered sweep, so a chain of
-// hand-overs over an idle gap comes out as if each had been noticed on time.
+// retire implements L1 and L3: every lease with expires_at <= now is retired
+// in the order the leases ended, and each retirement hands its lock over at
+// the instant that lease ended. A waiter granted that way whose own lease has
+// also ended by now is retired in the same sweep, so a chain of hand-overs
+// over an idle gap comes out as if each had been noticed on time.
+//
+// Lapses of different locks never interact (a grant changes only its lock and
+// its client's wait, and a client waits for one lock at most), so each lock's
+// chain is settled on its own, in time order, and written back with a few
+// set-based statements.
 func (s *Service) retire(tx *repo.Tx, now int64) error {
 	if now < s.nextExpiry {
 		return nil
@@ -21,20 +26,27 @@ func (s *Service) retire(tx *repo.Tx, now int64) error {
 	if err != nil {
 		return err
 	}
-	h := lapseHeap(lapsed) // already in lapse order, hence a valid heap
-	for h.Len() > 0 {
-		l := heap.Pop(&h).(repo.Lease)
-		if _, err := repo.LeaseDelete(tx, l.Lock, l.Client); err != nil {
+	byLock := map[string]lapseHeap{}
+	var order []string
+	for _, l := range lapsed {
+		if _, seen := byLock[l.Lock]; !seen {
+			order = append(order, l.Lock)
+		}
+		byLock[l.Lock] = append(byLock[l.Lock], l) // already in lapse order: a valid heap
+	}
+	for _, lock := range order {
+		h := s.newHandOver(tx, lock, now)
+		h.pending = byLock[lock]
+		for _, l := range h.pending {
+			h.count(l.Mode, +1)
+		}
+		if err := h.run(); err != nil {
 			return err
 		}
-		granted, err := s.promote(tx, l.Lock, l.ExpiresAt)
-		if err != nil {
+	}
+	if len(lapsed) > 0 {
+		if err := repo.LeasesDeleteExpiredBy(tx, now); err != nil {
 			return err
-		}
-		for _, g := range granted {
-			if g.ExpiresAt <= now {
-				heap.Push(&h, g)
-			}
 		}
 	}
 	at, ok, err := repo.LeasesEarliestExpiry(tx)
@@ -44,6 +56,162 @@ func (s *Service) retire(tx *repo.Tx, now int64) error {
 	s.nextExpiry = math.MaxInt64
 	if ok {
 		s.nextExpiry = at
+	}
+	return nil
+}
+
+// promote runs S3 on lock at instant at, after the caller removed a holder or
+// a waiter of it (release, withdrawal, abort). Its grants start at `at`.
+func (s *Service) promote(tx *repo.Tx, lock string, at int64) error {
+	h := s.newHandOver(tx, lock, math.MinInt64)
+	if err := h.grantHeads(at); err != nil {
+		return err
+	}
+	return h.apply()
+}
+
+// handOver settles one lock within one operation: lapses of its leases in
+// time order, and after each, grants to the head of its queue while the head
+// is compatible with the holders (S3), each lease starting at that instant
+// (L3) and taking the next token (S4). It reads only what it needs: the
+// lapsing leases it is given, whether other holders stay (one lookup), and
+// the queue from its head, a page at a time.
+type handOver struct {
+	s    *Service
+	tx   *repo.Tx
+	lock string
+	// lapseBy: a lease granted here that ends by then lapses in this same
+	// operation (retire's now); math.MinInt64 outside retire.
+	lapseBy int64
+	// pending: the lock's leases that end by lapseBy, soonest first.
+	pending lapseHeap
+	// exclusive and shared count the holders in pending and the live grants.
+	exclusive, shared int
+	// others: the mode of the lock's stored holders that outlast lapseBy, ""
+	// when there are none; read on first need.
+	others       lk.Mode
+	othersLoaded bool
+
+	queue     []repo.QueueHead // loaded part of the queue, from its head
+	next      int              // queue[next] is the current head
+	queueDone bool             // nothing beyond the loaded part
+	lastToken int64            // the lock's counter, valid once a page was loaded
+
+	granted      int64        // waiters granted here
+	lastPosition int64        // the last granted waiter's queue position
+	survivors    []repo.Lease // grants still live after this operation
+}
+
+func (s *Service) newHandOver(tx *repo.Tx, lock string, lapseBy int64) *handOver {
+	return &handOver{s: s, tx: tx, lock: lock, lapseBy: lapseBy}
+}
+
+func (h *handOver) count(m lk.Mode, d int) {
+	if m == lk.Exclusive {
+		h.exclusive += d
+	} else {
+		h.shared += d
+	}
+}
+
+// run retires the pending leases in time order, granting after each.
+func (h *handOver) run() error {
+	for h.pending.Len() > 0 {
+		l := heap.Pop(&h.pending).(repo.Lease)
+		h.count(l.Mode, -1)
+		if err := h.grantHeads(l.ExpiresAt); err != nil {
+			return err
+		}
+	}
+	return h.apply()
+}
+
+// grantHeads is S3 at instant at.
+func (h *handOver) grantHeads(at int64) error {
+	for {
+		head, ok, err := h.head()
+		if err != nil || !ok {
+			return err
+		}
+		ok, err = h.compatible(head.Mode)
+		if err != nil || !ok {
+			return err
+		}
+		h.next++
+		h.lastToken++
+		h.granted++
+		h.lastPosition = head.Position
+		l := repo.Lease{Lock: h.lock, Client: head.Client, Mode: head.Mode, Token: h.lastToken,
+			GrantedAt: at, ExpiresAt: lk.AddTime(at, head.TTL)}
+		h.count(l.Mode, +1)
+		if l.ExpiresAt <= h.lapseBy {
+			heap.Push(&h.pending, l)
+		} else {
+			h.survivors = append(h.survivors, l)
+		}
+	}
+}
+
+// head returns the current head of the queue, loading pages as needed: small
+// first (a release usually looks at one waiter), larger as a chain goes on.
+func (h *handOver) head() (repo.QueueHead, bool, error) {
+	if h.next < len(h.queue) {
+		return h.queue[h.next], true, nil
+	}
+	if h.queueDone {
+		return repo.QueueHead{}, false, nil
+	}
+	after, limit := int64(math.MinInt64), 4
+	if len(h.queue) > 0 {
+		after, limit = h.queue[len(h.queue)-1].Position, min(4*len(h.queue), 512)
+	}
+	page, err := repo.QueuePage(h.tx, h.lock, after, limit)
+	if err != nil {
+		return repo.QueueHead{}, false, err
+	}
+	if len(page) < limit {
+		h.queueDone = true
+	}
+	if len(page) == 0 {
+		return repo.QueueHead{}, false, nil
+	}
+	if len(h.queue) == 0 {
+		h.lastToken = page[0].LastToken
+	}
+	h.queue, h.next = page, 0
+	return h.queue[0], true, nil
+}
+
+// compatible is S1 for a request in mode m against the holders at this instant.
+func (h *handOver) compatible(m lk.Mode) (bool, error) {
+	if h.exclusive > 0 || (m == lk.Exclusive && h.shared > 0) {
+		return false, nil
+	}
+	if !h.othersLoaded {
+		mode, err := repo.LeaseModeOutlasting(h.tx, h.lock, h.lapseBy)
+		if err != nil {
+			return false, err
+		}
+		h.others, h.othersLoaded = mode, true
+	}
+	return lk.Compatible(h.others, m), nil
+}
+
+// apply writes what grantHeads decided: the granted waiters leave the queue
+// (they are its first entries, up to lastPosition) and stop waiting, the
+// counter moves on, and the grants still live become leases.
+func (h *handOver) apply() error {
+	if h.granted == 0 {
+		return nil
+	}
+	if err := repo.QueueGrantThrough(h.tx, h.lock, h.lastPosition, h.granted); err != nil {
+		return err
+	}
+	for _, l := range h.survivors {
+		if err := repo.LeaseInsert(h.tx, l); err != nil {
+			return err
+		}
+		h.s.noteExpiry(l.ExpiresAt)
 	}
 	return nil
 }
@@ -70,48 +238,4 @@ func (h *lapseHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-// promote implements S3 on lock: while the head of its queue is compatible
-// with the holders, it becomes a holder, with a lease that starts at the
-// instant at (L3) and lasts the ttl it asked for, and the next token (S4).
-// It returns the leases it granted.
-func (s *Service) promote(tx *repo.Tx, lock string, at int64) ([]repo.Lease, error) {
-	var granted []repo.Lease
-	var held lk.Mode
-	heldKnown := false
-	for {
-		head, found, err := repo.QueueHead(tx, lock)
-		if err != nil || !found {
-			return granted, err
-		}
-		if !heldKnown {
-			m, err := repo.LeaseHolderMode(tx, lock)
-			if err != nil {
-				return granted, err
-			}
-			held, heldKnown = m, true
-		}
-		if !lk.Compatible(held, head.Mode) {
-			return granted, nil
-		}
-		if err := repo.QueueDelete(tx, lock, head.Position); err != nil {
-			return granted, err
-		}
-		token, err := repo.LockGrantFromQueue(tx, lock)
-		if err != nil {
-			return granted, err
-		}
-		l := repo.Lease{Lock: lock, Client: head.Client, Mode: head.Mode, Token: token,
-			GrantedAt: at, ExpiresAt: lk.AddTime(at, head.TTL)}
-		if err := repo.LeaseInsert(tx, l); err != nil {
-			return granted, err
-		}
-		if err := repo.ClientSetWaiting(tx, head.Client, ""); err != nil {
-			return granted, err
-		}
-		s.noteExpiry(l.ExpiresAt)
-		held = head.Mode
-		granted = append(granted, l)
-	}
 }

@@ -49,17 +49,17 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 		}
 		if deleted {
 			out = lk.Released
-			_, err = s.promote(tx, lock, ts)
+			err = s.promote(tx, lock, ts)
 			return err
 		}
-		c, registered, err := repo.ClientGet(tx, client)
+		waitingFor, err := repo.ClientWaitingFor(tx, client)
 		if err != nil {
 			return err
 		}
-		if !registered || c.WaitingFor != lock {
+		if waitingFor != lock {
 			return lk.ErrNotHolder
 		}
-		if _, _, err := repo.QueueDeleteClient(tx, client); err != nil {
+		if err := repo.QueueDeleteClient(tx, client); err != nil {
 			return err
 		}
 		if err := repo.LockDequeue(tx, lock); err != nil {
@@ -69,7 +69,7 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 			return err
 		}
 		out = lk.Withdrawn
-		_, err = s.promote(tx, lock, ts)
+		err = s.promote(tx, lock, ts)
 		return err
 	})
 	return out, err
@@ -84,10 +84,7 @@ func (s *Service) Inspect(ctx context.Context, ts int64, lock string) (lk.Inspec
 			return err
 		}
 		var err error
-		if out.Holders, err = repo.LeasesOfLock(tx, lock); err != nil {
-			return err
-		}
-		out.Queue, err = repo.QueueOfLock(tx, lock)
+		out, err = repo.LockView(tx, lock)
 		return err
 	})
 	return out, err
@@ -96,17 +93,13 @@ func (s *Service) Inspect(ctx context.Context, ts int64, lock string) (lk.Inspec
 // Status returns client's age, leases by lock name and the lock it waits for
 // (D6); an unregistered client has age 0 and nothing else.
 func (s *Service) Status(ctx context.Context, ts int64, client string) (lk.ClientStatus, error) {
-	out := lk.ClientStatus{Holds: []lk.Hold{}}
+	var out lk.ClientStatus
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
 		if err := checkNames(client); err != nil {
 			return err
 		}
-		c, registered, err := repo.ClientGet(tx, client)
-		if err != nil || !registered {
-			return err
-		}
-		out.Age, out.Waiting = c.Age, c.WaitingFor
-		out.Holds, err = repo.LeasesOfClient(tx, client)
+		var err error
+		out, err = repo.ClientView(tx, client)
 		return err
 	})
 	return out, err

@@ -17,10 +17,11 @@ import (
 // Service is the lock service on one database. It is safe for concurrent use;
 // operations are serialized, each in its own transaction.
 type Service struct {
-	mu       sync.Mutex
-	db       *repo.DB
-	clock    int64 // the service's current time (SPEC.md rule 5)
-	clockSet bool  // false until the first operation
+	mu sync.Mutex
+	db *repo.DB
+	// c mirrors the service row: the current time (SPEC.md rule 5) and the
+	// registration counter (D1). It is written back once per transaction.
+	c repo.Counters
 	// nextExpiry is a lower bound on the earliest expires_at of all leases,
 	// so that operations skip the lapse query when nothing can have lapsed.
 	// math.MinInt64 means unknown.
@@ -45,7 +46,7 @@ func Open(ctx context.Context, path string, opts Options) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s.clock, s.clockSet, err = repo.ServiceClock(tx)
+	s.c, err = repo.ServiceCounters(tx)
 	if rerr := tx.Rollback(); err == nil {
 		err = rerr
 	}
@@ -67,7 +68,7 @@ func (s *Service) Close() error {
 func (s *Service) Clock() (ts int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.clock, s.clockSet
+	return s.c.Clock, s.c.ClockSet
 }
 
 // ErrTimeBackwards is returned (wrapping lk.ErrInvalidArguments) by every
@@ -88,34 +89,34 @@ func (s *Service) Advance(ctx context.Context, ts int64) error {
 func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) error) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.clockSet && ts < s.clock {
+	if s.c.ClockSet && ts < s.c.Clock {
 		return ErrTimeBackwards
 	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	clock, clockSet := s.clock, s.clockSet
+	start := s.c
 	done := false
 	defer func() {
 		if !done {
 			// Undo the in-memory state with the transaction; an unknown
 			// nextExpiry only costs one lapse query later.
 			tx.Rollback()
-			s.clock, s.clockSet, s.nextExpiry = clock, clockSet, math.MinInt64
+			s.c, s.nextExpiry = start, math.MinInt64
 		}
 	}()
-	if !s.clockSet || ts > s.clock {
-		if err := repo.ServiceClockSet(tx, ts); err != nil {
-			return err
-		}
-		s.clock, s.clockSet = ts, true
-	}
+	s.c.Clock, s.c.ClockSet = ts, true
 	if err := s.retire(tx, ts); err != nil {
 		return err
 	}
 	if err = fn(tx); err != nil && !lk.IsContract(err) {
 		return err
+	}
+	if s.c != start {
+		if err := repo.ServiceCountersSet(tx, s.c); err != nil {
+			return err
+		}
 	}
 	if cerr := tx.Commit(); cerr != nil {
 		return cerr

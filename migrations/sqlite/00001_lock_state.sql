@@ -2,9 +2,11 @@
 
 -- One row. clock is the service's current time: the largest ts any operation
 -- advanced it to (SPEC.md rule 5); NULL until the first operation.
+-- last_client_age is the registration counter (D1): ages are never reused.
 CREATE TABLE service (
-    id    INTEGER PRIMARY KEY CHECK (id = 1),
-    clock INTEGER
+    id              INTEGER PRIMARY KEY CHECK (id = 1),
+    clock           INTEGER,
+    last_client_age INTEGER NOT NULL DEFAULT 0
 );
 INSERT INTO service (id, clock) VALUES (1, NULL);
 
@@ -18,10 +20,10 @@ CREATE TABLE locks (
 ) WITHOUT ROWID;
 
 -- Registered clients (D1). age is the registration number: younger = larger.
--- AUTOINCREMENT so that an aborted client, registering again, gets an age
--- larger than every age given before, never a reused one.
+-- An aborted client's row is deleted; registering again gives it a new age
+-- from service.last_client_age, larger than every age given before.
 CREATE TABLE clients (
-    age           INTEGER PRIMARY KEY AUTOINCREMENT,
+    age           INTEGER PRIMARY KEY,
     name          TEXT NOT NULL UNIQUE,
     waiting_for   TEXT,             -- the lock this client is queued for, if any (L8)
     registered_at INTEGER NOT NULL

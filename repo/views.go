@@ -1,0 +1,93 @@
+package repo
+
+import (
+	"database/sql"
+
+	lk "github.com/leasekeeper/leasekeeper"
+)
+
+// The reads an operation needs, each gathered in one statement: a statement's
+// fixed cost is most of what a point lookup costs here.
+
+// RequestState is what an acquire or release needs to know about a client
+// and a lock before it decides.
+type RequestState struct {
+	Registered   bool
+	Age          int64
+	WaitingFor   string  // "" when not waiting
+	HoldsLock    bool    // the client holds a lease on the lock
+	HoldsAny     bool    // the client holds some lease
+	LockExists   bool    // the lock was ever acquired
+	LastToken    int64   // the lock's fencing counter
+	QueueLength  int64   // waiters on the lock
+	LastPosition int64   // the lock's last queue position handed out
+	HolderMode   lk.Mode // the lock's holders' mode, "" when none
+}
+
+// RequestStateGet reads client's and lock's RequestState.
+func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
+	var st RequestState
+	var age, lastToken, queueLength, lastPosition sql.NullInt64
+	var waiting, holderMode sql.NullString
+	_, err := tx.row(`SELECT c.age, c.waiting_for,
+		       EXISTS (SELECT 1 FROM leases WHERE lock = ? AND client = ?),
+		       EXISTS (SELECT 1 FROM leases WHERE client = ?),
+		       k.last_token, k.queue_length, k.last_position,
+		       (SELECT mode FROM leases WHERE lock = ? LIMIT 1)
+		  FROM (SELECT 1) LEFT JOIN clients c ON c.name = ? LEFT JOIN locks k ON k.name = ?`,
+		[]any{lock, client, client, lock, client, lock},
+		&age, &waiting, &st.HoldsLock, &st.HoldsAny, &lastToken, &queueLength, &lastPosition, &holderMode)
+	st.Registered, st.Age, st.WaitingFor = age.Valid, age.Int64, waiting.String
+	st.LockExists, st.LastToken = lastToken.Valid, lastToken.Int64
+	st.QueueLength, st.LastPosition = queueLength.Int64, lastPosition.Int64
+	st.HolderMode = lk.Mode(holderMode.String)
+	return st, err
+}
+
+// LockView is a lock's holders by token and queue oldest first (S4).
+func LockView(tx *Tx, lock string) (lk.Inspection, error) {
+	var rows []struct {
+		Part      int     `db:"part"`
+		Client    string  `db:"client"`
+		Mode      lk.Mode `db:"mode"`
+		N         int64   `db:"n"`
+		ExpiresAt int64   `db:"expires_at"`
+	}
+	err := tx.selectAll(&rows, `SELECT 0 AS part, client, mode, token AS n, expires_at FROM leases WHERE lock = ?
+		UNION ALL
+		SELECT 1, client, mode, position, 0 FROM queue_entries WHERE lock = ?
+		ORDER BY part, n`, lock, lock)
+	in := lk.Inspection{Holders: []lk.Holder{}, Queue: []lk.Waiter{}}
+	for _, r := range rows {
+		if r.Part == 0 {
+			in.Holders = append(in.Holders, lk.Holder{Client: r.Client, Mode: r.Mode, Token: r.N, ExpiresAt: r.ExpiresAt})
+		} else {
+			in.Queue = append(in.Queue, lk.Waiter{Client: r.Client, Mode: r.Mode})
+		}
+	}
+	return in, err
+}
+
+// ClientView is status's answer for client (D6): age 0 when unregistered.
+func ClientView(tx *Tx, client string) (lk.ClientStatus, error) {
+	var rows []struct {
+		Age        int64          `db:"age"`
+		WaitingFor sql.NullString `db:"waiting_for"`
+		Lock       sql.NullString `db:"lock"`
+		Mode       sql.NullString `db:"mode"`
+		Token      sql.NullInt64  `db:"token"`
+		ExpiresAt  sql.NullInt64  `db:"expires_at"`
+	}
+	err := tx.selectAll(&rows, `SELECT c.age, c.waiting_for, l.lock, l.mode, l.token, l.expires_at
+		  FROM clients c LEFT JOIN leases l ON l.client = c.name
+		 WHERE c.name = ? ORDER BY l.lock`, client)
+	st := lk.ClientStatus{Holds: []lk.Hold{}}
+	for _, r := range rows {
+		st.Age, st.Waiting = r.Age, r.WaitingFor.String
+		if r.Lock.Valid {
+			st.Holds = append(st.Holds, lk.Hold{Lock: r.Lock.String, Mode: lk.Mode(r.Mode.String),
+				Token: r.Token.Int64, ExpiresAt: r.ExpiresAt.Int64})
+		}
+	}
+	return st, err
+}
