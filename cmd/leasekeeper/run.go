@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var dbPath string
 	var check bool
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "run [--db PATH] [FILE|-]",
 		Short: "Replay a JSON array of operations against a fresh service",
@@ -44,12 +46,32 @@ store_values).`,
 				defer f.Close()
 				in = f
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return runReplay(cmd, in, dbPath, check)
 		},
 	}
 	cmd.Flags().StringVar(&dbPath, "db", "", "SQLite file to keep the state in (default: in memory)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the replay to this file")
 	cmd.Flags().BoolVar(&check, "check", false, "compare the results with the case file's \"want\"; exit 1 on a difference")
 	return cmd
+}
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func runReplay(cmd *cobra.Command, in io.Reader, dbPath string, check bool) error {
