@@ -15,11 +15,10 @@ CREATE TABLE locks (
 ) WITHOUT ROWID;
 
 CREATE TABLE clients (
-    age           INTEGER PRIMARY KEY,
-    name          TEXT NOT NULL UNIQUE,
-    waiting_for   TEXT,             -- the lock this client is queued for, if any (L8)
+    name          TEXT PRIMARY KEY,
+    age           INTEGER NOT NULL,
     registered_at INTEGER NOT NULL
-);
+) WITHOUT ROWID;
 
 CREATE TABLE leases (
     lock       TEXT NOT NULL,
@@ -31,11 +30,9 @@ CREATE TABLE leases (
     PRIMARY KEY (lock, client)
 ) WITHOUT ROWID;
 
-CREATE INDEX leases_by_expiry ON leases (expires_at, lock, token);
+CREATE INDEX leases_by_expiry ON leases (expires_at);
 
-CREATE UNIQUE INDEX leases_by_token ON leases (lock, token);
-
-CREATE INDEX leases_by_client ON leases (client, lock);
+CREATE INDEX leases_by_client ON leases (client);
 
 CREATE TABLE queue_entries (
     lock      TEXT NOT NULL,
@@ -60,3 +57,8 @@ CREATE TABLE store_values (
     written_at INTEGER NOT NULL,
     PRIMARY KEY (lock, key)
 ) WITHOUT ROWID;
+
+CREATE VIEW client_status AS
+SELECT c.name, c.age, q.lock AS waiting_for,
+       (SELECT count(*) FROM leases l WHERE l.client = c.name) AS leases_held
+  FROM clients c LEFT JOIN queue_entries q ON q.client = c.name;

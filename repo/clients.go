@@ -1,20 +1,9 @@
 package repo
 
-import "database/sql"
 
 // ClientRegister registers name with the given age (D1).
 func ClientRegister(tx *Tx, name string, age, now int64) error {
 	_, err := tx.exec(`INSERT INTO clients (age, name, registered_at) VALUES (?, ?, ?)`, age, name, now)
-	return err
-}
-
-// ClientSetWaiting records the lock the client waits for ("" for none).
-func ClientSetWaiting(tx *Tx, name, lock string) error {
-	var v any
-	if lock != "" {
-		v = lock
-	}
-	_, err := tx.exec(`UPDATE clients SET waiting_for = ? WHERE name = ?`, v, name)
 	return err
 }
 
@@ -25,9 +14,9 @@ func ClientDelete(tx *Tx, name string) error {
 }
 
 // ClientWaitingFor returns the lock client is queued for; "" when it waits
-// for none or is not registered.
+// for none.
 func ClientWaitingFor(tx *Tx, client string) (string, error) {
-	var w sql.NullString
-	_, err := tx.row(`SELECT waiting_for FROM clients WHERE name = ?`, []any{client}, &w)
-	return w.String, err
+	var lock string
+	_, err := tx.row(`SELECT lock FROM queue_entries WHERE client = ?`, []any{client}, &lock)
+	return lock, err
 }

@@ -38,13 +38,9 @@ func QueuePage(tx *Tx, lock string, after int64, limit int) ([]QueueHead, error)
 }
 
 // QueueGrantThrough records that lock's first `granted` waiters, the entries
-// up to position `through`, became holders: they leave the queue and stop
-// waiting, and the lock's counter moves past their tokens.
+// up to position `through`, became holders: they leave the queue, and the
+// lock's counter moves past their tokens.
 func QueueGrantThrough(tx *Tx, lock string, through, granted int64) error {
-	if _, err := tx.exec(`UPDATE clients SET waiting_for = NULL WHERE name IN
-		(SELECT client FROM queue_entries WHERE lock = ? AND position <= ?)`, lock, through); err != nil {
-		return err
-	}
 	if _, err := tx.exec(`DELETE FROM queue_entries WHERE lock = ? AND position <= ?`, lock, through); err != nil {
 		return err
 	}

@@ -29,13 +29,13 @@ func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
 	var st RequestState
 	var age, lastToken, queueLength, lastPosition sql.NullInt64
 	var waiting, holderMode sql.NullString
-	_, err := tx.row(`SELECT c.age, c.waiting_for,
+	_, err := tx.row(`SELECT c.age, (SELECT lock FROM queue_entries WHERE client = ?),
 		       EXISTS (SELECT 1 FROM leases WHERE lock = ? AND client = ?),
 		       EXISTS (SELECT 1 FROM leases WHERE client = ?),
 		       k.last_token, k.queue_length, k.last_position,
 		       (SELECT mode FROM leases WHERE lock = ? LIMIT 1)
 		  FROM (SELECT 1) LEFT JOIN clients c ON c.name = ? LEFT JOIN locks k ON k.name = ?`,
-		[]any{lock, client, client, lock, client, lock},
+		[]any{client, lock, client, client, lock, client, lock},
 		&age, &waiting, &st.HoldsLock, &st.HoldsAny, &lastToken, &queueLength, &lastPosition, &holderMode)
 	st.Registered, st.Age, st.WaitingFor = age.Valid, age.Int64, waiting.String
 	st.LockExists, st.LastToken = lastToken.Valid, lastToken.Int64
@@ -78,8 +78,8 @@ func ClientView(tx *Tx, client string) (lk.ClientStatus, error) {
 		Token      sql.NullInt64  `db:"token"`
 		ExpiresAt  sql.NullInt64  `db:"expires_at"`
 	}
-	err := tx.selectAll(&rows, `SELECT c.age, c.waiting_for, l.lock, l.mode, l.token, l.expires_at
-		  FROM clients c LEFT JOIN leases l ON l.client = c.name
+	err := tx.selectAll(&rows, `SELECT c.age, q.lock AS waiting_for, l.lock, l.mode, l.token, l.expires_at
+		  FROM clients c LEFT JOIN queue_entries q ON q.client = c.name LEFT JOIN leases l ON l.client = c.name
 		 WHERE c.name = ? ORDER BY l.lock`, client)
 	st := lk.ClientStatus{Holds: []lk.Hold{}}
 	for _, r := range rows {

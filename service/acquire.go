@@ -69,9 +69,6 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		Mode: mode, TTL: ttl, QueuedAt: ts}); err != nil {
 		return lk.AcquireResult{}, err
 	}
-	if err := repo.ClientSetWaiting(tx, client, lock); err != nil {
-		return lk.AcquireResult{}, err
-	}
 	res := lk.AcquireResult{Outcome: lk.Queued, Position: st.QueueLength + 1}
 	if !st.HoldsAny {
 		// Nothing points at a client that holds nothing and is last in its

@@ -65,9 +65,6 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 		if err := repo.LockDequeue(tx, lock); err != nil {
 			return err
 		}
-		if err := repo.ClientSetWaiting(tx, client, ""); err != nil {
-			return err
-		}
 		out = lk.Withdrawn
 		err = s.promote(tx, lock, ts)
 		return err

@@ -21,13 +21,13 @@ CREATE TABLE locks (
 
 -- Registered clients (D1). age is the registration number: younger = larger.
 -- An aborted client's row is deleted; registering again gives it a new age
--- from service.last_client_age, larger than every age given before.
+-- from service.last_client_age, larger than every age given before. The lock
+-- a client waits for is its row in queue_entries (view client_status).
 CREATE TABLE clients (
-    age           INTEGER PRIMARY KEY,
-    name          TEXT NOT NULL UNIQUE,
-    waiting_for   TEXT,             -- the lock this client is queued for, if any (L8)
+    name          TEXT PRIMARY KEY,
+    age           INTEGER NOT NULL,
     registered_at INTEGER NOT NULL
-);
+) WITHOUT ROWID;
 
 -- Live leases. A lease is usable while ts < expires_at (L2); lapsed ones are
 -- deleted in expires_at order (L1, L3).
@@ -40,9 +40,8 @@ CREATE TABLE leases (
     expires_at INTEGER NOT NULL,
     PRIMARY KEY (lock, client)
 ) WITHOUT ROWID;
-CREATE INDEX leases_by_expiry ON leases (expires_at, lock, token);
-CREATE UNIQUE INDEX leases_by_token ON leases (lock, token);
-CREATE INDEX leases_by_client ON leases (client, lock);
+CREATE INDEX leases_by_expiry ON leases (expires_at);
+CREATE INDEX leases_by_client ON leases (client);
 
 -- Waiters, FIFO per lock (L4). position grows per lock and is never reused; a
 -- waiter's place in line is its rank among its lock's entries, so a withdrawal
@@ -73,7 +72,15 @@ CREATE TABLE store_values (
     PRIMARY KEY (lock, key)
 ) WITHOUT ROWID;
 
+-- For people reading the state: each registered client with its age, the
+-- lock it waits for and how many leases it holds.
+CREATE VIEW client_status AS
+SELECT c.name, c.age, q.lock AS waiting_for,
+       (SELECT count(*) FROM leases l WHERE l.client = c.name) AS leases_held
+  FROM clients c LEFT JOIN queue_entries q ON q.client = c.name;
+
 -- +goose Down
+DROP VIEW client_status;
 DROP TABLE store_values;
 DROP TABLE store_fences;
 DROP TABLE queue_entries;
