@@ -1,6 +1,5 @@
 package repo
 
-
 // ClientRegister registers name with the given age (D1).
 func ClientRegister(tx *Tx, name string, age, now int64) error {
 	_, err := tx.exec(`INSERT INTO clients (age, name, registered_at) VALUES (?, ?, ?)`, age, name, now)

@@ -41,6 +41,6 @@ overwrite its successor.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd())
+	root.AddCommand(newRunCmd(), newBenchCmd())
 	return root
 }
