@@ -9,7 +9,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
@@ -35,6 +37,39 @@ type DB struct {
 	conn  *sqlx.Conn
 	stmts map[string]*sqlx.Stmt
 	ctx   context.Context
+	stats map[string]*StatementStats // nil unless CollectStats was called
+}
+
+// StatementStats is how often one statement ran and how long it took in all.
+type StatementStats struct {
+	Query string
+	Count int64
+	Total time.Duration
+}
+
+// CollectStats starts counting every statement's executions and time, for
+// finding where an operation's time goes (leasekeeper run --stmt-stats).
+func (d *DB) CollectStats() { d.stats = map[string]*StatementStats{} }
+
+// Stats returns the statements counted since CollectStats, most time first.
+func (d *DB) Stats() []StatementStats {
+	out := make([]StatementStats, 0, len(d.stats))
+	for _, st := range d.stats {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Total > out[j].Total })
+	return out
+}
+
+// track adds one execution of query that began at start.
+func (d *DB) track(query string, start time.Time) {
+	st := d.stats[query]
+	if st == nil {
+		st = &StatementStats{Query: strings.Join(strings.Fields(query), " ")}
+		d.stats[query] = st
+	}
+	st.Count++
+	st.Total += time.Since(start)
 }
 
 // Options tune how a database file is opened.
@@ -146,6 +181,9 @@ func (tx *Tx) exec(query string, args ...any) (sql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tx.d.stats != nil {
+		defer tx.d.track(query, time.Now())
+	}
 	return s.ExecContext(tx.ctx, args...)
 }
 
@@ -156,6 +194,9 @@ func (tx *Tx) row(query string, args []any, dest ...any) (bool, error) {
 	s, err := tx.stmt(query)
 	if err != nil {
 		return false, err
+	}
+	if tx.d.stats != nil {
+		defer tx.d.track(query, time.Now())
 	}
 	err = s.QueryRowContext(tx.ctx, args...).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -170,11 +211,36 @@ func (tx *Tx) rowInt(query string, args ...any) (v int64, found bool, err error)
 	return v, found, err
 }
 
+// each runs query and calls fn once per row with a function that scans it.
+func (tx *Tx) each(query string, args []any, fn func(scan func(...any) error) error) error {
+	s, err := tx.stmt(query)
+	if err != nil {
+		return err
+	}
+	if tx.d.stats != nil {
+		defer tx.d.track(query, time.Now())
+	}
+	rows, err := s.QueryContext(tx.ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // selectAll runs query and scans every row into the slice dest points to.
 func (tx *Tx) selectAll(dest any, query string, args ...any) error {
 	s, err := tx.stmt(query)
 	if err != nil {
 		return err
+	}
+	if tx.d.stats != nil {
+		defer tx.d.track(query, time.Now())
 	}
 	return s.SelectContext(tx.ctx, dest, args...)
 }

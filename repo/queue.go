@@ -31,9 +31,16 @@ type QueueHead struct {
 // oldest first: the queue read from its head, as S3 consumes it.
 func QueuePage(tx *Tx, lock string, after int64, limit int) ([]QueueHead, error) {
 	var page []QueueHead
-	err := tx.selectAll(&page, `SELECT q.lock, q.position, q.client, q.mode, q.ttl, q.queued_at, k.last_token
+	// Scanned by hand: this runs on every release, and most pages hold one row.
+	err := tx.each(`SELECT q.position, q.client, q.mode, q.ttl, q.queued_at, k.last_token
 		  FROM queue_entries q JOIN locks k ON k.name = q.lock
-		 WHERE q.lock = ? AND q.position > ? ORDER BY q.position LIMIT ?`, lock, after, limit)
+		 WHERE q.lock = ? AND q.position > ? ORDER BY q.position LIMIT ?`, []any{lock, after, limit},
+		func(scan func(...any) error) error {
+			h := QueueHead{QueueEntry: QueueEntry{Lock: lock}}
+			err := scan(&h.Position, &h.Client, &h.Mode, &h.TTL, &h.QueuedAt, &h.LastToken)
+			page = append(page, h)
+			return err
+		})
 	return page, err
 }
 

@@ -16,7 +16,7 @@ type RequestState struct {
 	Age          int64
 	WaitingFor   string  // "" when not waiting
 	HoldsLock    bool    // the client holds a lease on the lock
-	HoldsAny     bool    // the client holds some lease
+	Awaited      bool    // somebody is queued for a lock the client holds
 	LockExists   bool    // the lock was ever acquired
 	LastToken    int64   // the lock's fencing counter
 	QueueLength  int64   // waiters on the lock
@@ -29,14 +29,16 @@ func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
 	var st RequestState
 	var age, lastToken, queueLength, lastPosition sql.NullInt64
 	var waiting, holderMode sql.NullString
-	_, err := tx.row(`SELECT c.age, (SELECT lock FROM queue_entries WHERE client = ?),
-		       EXISTS (SELECT 1 FROM leases WHERE lock = ? AND client = ?),
-		       EXISTS (SELECT 1 FROM leases WHERE client = ?),
+	// Numbered parameters: binding each text argument once is measurably cheaper.
+	_, err := tx.row(`SELECT c.age, (SELECT lock FROM queue_entries WHERE client = ?1),
+		       EXISTS (SELECT 1 FROM leases WHERE lock = ?2 AND client = ?1),
+		       EXISTS (SELECT 1 FROM leases l WHERE l.client = ?1
+		                  AND EXISTS (SELECT 1 FROM queue_entries q WHERE q.lock = l.lock)),
 		       k.last_token, k.queue_length, k.last_position,
-		       (SELECT mode FROM leases WHERE lock = ? LIMIT 1)
-		  FROM (SELECT 1) LEFT JOIN clients c ON c.name = ? LEFT JOIN locks k ON k.name = ?`,
-		[]any{client, lock, client, client, lock, client, lock},
-		&age, &waiting, &st.HoldsLock, &st.HoldsAny, &lastToken, &queueLength, &lastPosition, &holderMode)
+		       (SELECT mode FROM leases WHERE lock = ?2 LIMIT 1)
+		  FROM (SELECT 1) LEFT JOIN clients c ON c.name = ?1 LEFT JOIN locks k ON k.name = ?2`,
+		[]any{client, lock},
+		&age, &waiting, &st.HoldsLock, &st.Awaited, &lastToken, &queueLength, &lastPosition, &holderMode)
 	st.Registered, st.Age, st.WaitingFor = age.Valid, age.Int64, waiting.String
 	st.LockExists, st.LastToken = lastToken.Valid, lastToken.Int64
 	st.QueueLength, st.LastPosition = queueLength.Int64, lastPosition.Int64
@@ -53,10 +55,10 @@ func LockView(tx *Tx, lock string) (lk.Inspection, error) {
 		N         int64   `db:"n"`
 		ExpiresAt int64   `db:"expires_at"`
 	}
-	err := tx.selectAll(&rows, `SELECT 0 AS part, client, mode, token AS n, expires_at FROM leases WHERE lock = ?
+	err := tx.selectAll(&rows, `SELECT 0 AS part, client, mode, token AS n, expires_at FROM leases WHERE lock = ?1
 		UNION ALL
-		SELECT 1, client, mode, position, 0 FROM queue_entries WHERE lock = ?
-		ORDER BY part, n`, lock, lock)
+		SELECT 1, client, mode, position, 0 FROM queue_entries WHERE lock = ?1
+		ORDER BY part, n`, lock)
 	in := lk.Inspection{Holders: []lk.Holder{}, Queue: []lk.Waiter{}}
 	for _, r := range rows {
 		if r.Part == 0 {

@@ -70,9 +70,9 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		return lk.AcquireResult{}, err
 	}
 	res := lk.AcquireResult{Outcome: lk.Queued, Position: st.QueueLength + 1}
-	if !st.HoldsAny {
-		// Nothing points at a client that holds nothing and is last in its
-		// queue, so it is on no cycle (D3, D4).
+	if !st.Awaited {
+		// Only waiters on a lock the requester holds point at it (it is
+		// last in its own queue): without them it is on no cycle (D3, D4).
 		return res, nil
 	}
 	return s.resolveDeadlocks(tx, ts, client, lock, res)

@@ -6,17 +6,17 @@ import (
 )
 
 // resolveDeadlocks implements D4 and D5 for requester r, just queued for lock
-// with result res: while r is on a wait cycle, the youngest client among
-// those on cycles through r is aborted.
+// with result res, when somebody waits for a lock r holds: while r is on a
+// wait cycle, the youngest client among those on cycles through r is aborted.
 func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, res lk.AcquireResult) (lk.AcquireResult, error) {
 	var victims []string
 	for {
-		// Only an edge into r can close a cycle through r, and only waiters
-		// on a lock r holds have one (r is last in its own queue): without
-		// them there is nothing to walk.
-		awaited, err := repo.LeasesAwaited(tx, r)
-		if err != nil || !awaited {
-			break
+		if len(victims) > 0 {
+			// The aborts may have removed every edge into r.
+			awaited, err := repo.LeasesAwaited(tx, r)
+			if err != nil || !awaited {
+				break
+			}
 		}
 		edges, err := repo.WaitEdgesFrom(tx, r)
 		if err != nil {

@@ -64,6 +64,21 @@ func (s *Service) Close() error {
 	return s.db.Close()
 }
 
+// CollectStats starts counting the time of every SQL statement; Stats
+// returns the counts (see repo.DB.CollectStats).
+func (s *Service) CollectStats() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.db.CollectStats()
+}
+
+// Stats returns the statement counts since CollectStats, most time first.
+func (s *Service) Stats() []repo.StatementStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db.Stats()
+}
+
 // Clock returns the service's current time; ok is false before the first operation.
 func (s *Service) Clock() (ts int64, ok bool) {
 	s.mu.Lock()

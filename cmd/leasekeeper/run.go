@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,7 @@ func newRunCmd() *cobra.Command {
 	var dbPath string
 	var check bool
 	var cpuProfile string
+	var stmtStats bool
 	cmd := &cobra.Command{
 		Use:   "run [--db PATH] [FILE|-]",
 		Short: "Replay a JSON array of operations against a fresh service",
@@ -53,13 +55,27 @@ store_values).`,
 				}
 				defer stop()
 			}
-			return runReplay(cmd, in, dbPath, check)
+			return runReplay(cmd, in, dbPath, check, stmtStats)
 		},
 	}
 	cmd.Flags().StringVar(&dbPath, "db", "", "SQLite file to keep the state in (default: in memory)")
+	cmd.Flags().BoolVar(&stmtStats, "stmt-stats", false, "print each SQL statement's count and time to stderr")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the replay to this file")
 	cmd.Flags().BoolVar(&check, "check", false, "compare the results with the case file's \"want\"; exit 1 on a difference")
 	return cmd
+}
+
+func printStats(w io.Writer, total time.Duration, stats []repo.StatementStats) {
+	var inSQL time.Duration
+	for _, st := range stats {
+		inSQL += st.Total
+	}
+	fmt.Fprintf(w, "replay %v, of which %v in SQL statements\n", total.Round(time.Millisecond), inSQL.Round(time.Millisecond))
+	fmt.Fprintf(w, "%9s %10s %8s  %s\n", "count", "total", "each", "statement")
+	for _, st := range stats {
+		fmt.Fprintf(w, "%9d %10s %7.1fus  %.100s\n", st.Count, st.Total.Round(100*time.Microsecond),
+			float64(st.Total.Microseconds())/float64(st.Count), st.Query)
+	}
 }
 
 func startCPUProfile(path string) (stop func(), err error) {
@@ -74,7 +90,7 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-func runReplay(cmd *cobra.Command, in io.Reader, dbPath string, check bool) error {
+func runReplay(cmd *cobra.Command, in io.Reader, dbPath string, check, stmtStats bool) error {
 	input, err := harness.Decode(bufio.NewReader(in))
 	if err != nil {
 		return usageError{err}
@@ -95,9 +111,16 @@ func runReplay(cmd *cobra.Command, in io.Reader, dbPath string, check bool) erro
 	if _, used := svc.Clock(); used {
 		return usageError{fmt.Errorf("%s already holds leasekeeper state; run replays against a fresh service, so give it a new file", dbPath)}
 	}
+	if stmtStats {
+		svc.CollectStats()
+	}
+	start := time.Now()
 	results, err := harness.Run(ctx, svc, input.Ops)
 	if err != nil {
 		return err
+	}
+	if stmtStats {
+		printStats(cmd.ErrOrStderr(), time.Since(start), svc.Stats())
 	}
 	w := bufio.NewWriter(cmd.OutOrStdout())
 	if err := harness.Encode(w, results); err != nil {
