@@ -9,11 +9,13 @@ type Counters struct {
 	LastClientAge int64
 }
 
-// ServiceCounters reads the service row.
+// ServiceCounters reads the service row; LastClientAge is the registration
+// counter, the larger of the stored value and the youngest registered age.
 func ServiceCounters(tx *Tx) (Counters, error) {
 	var c Counters
 	var clock sql.NullInt64
-	_, err := tx.row(`SELECT clock, last_client_age FROM service WHERE id = 1`, nil, &clock, &c.LastClientAge)
+	_, err := tx.row(`SELECT clock, max(last_client_age, (SELECT coalesce(max(age), 0) FROM clients))
+		FROM service WHERE id = 1`, nil, &clock, &c.LastClientAge)
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid
 	return c, err
 }

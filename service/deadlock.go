@@ -115,5 +115,6 @@ func (s *Service) abort(tx *repo.Tx, victim string, ts int64) error {
 			return err
 		}
 	}
+	s.unregister = true
 	return repo.ClientDelete(tx, victim)
 }

@@ -20,8 +20,11 @@ type Service struct {
 	mu sync.Mutex
 	db *repo.DB
 	// c mirrors the service row: the current time (SPEC.md rule 5) and the
-	// registration counter (D1). It is written back once per transaction.
-	c repo.Counters
+	// registration counter (D1). It is written back at the end of a
+	// transaction that moved the clock or unregistered a client (only then
+	// can the counter exceed the ages left in the clients table).
+	c          repo.Counters
+	unregister bool
 	// nextExpiry is a lower bound on the earliest expires_at of all leases,
 	// so that operations skip the lapse query when nothing can have lapsed.
 	// math.MinInt64 means unknown.
@@ -112,6 +115,7 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 		return err
 	}
 	start := s.c
+	s.unregister = false
 	done := false
 	defer func() {
 		if !done {
@@ -128,7 +132,7 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	if err = fn(tx); err != nil && !lk.IsContract(err) {
 		return err
 	}
-	if s.c != start {
+	if s.c.Clock != start.Clock || !start.ClockSet || s.unregister {
 		if err := repo.ServiceCountersSet(tx, s.c); err != nil {
 			return err
 		}

@@ -2,7 +2,9 @@
 
 -- One row. clock is the service's current time: the largest ts any operation
 -- advanced it to (SPEC.md rule 5); NULL until the first operation.
--- last_client_age is the registration counter (D1): ages are never reused.
+-- last_client_age keeps the registration counter (D1) across the deletion of
+-- aborted clients: the counter is the larger of it and max(clients.age), so
+-- it is written only when a client is unregistered, and ages are never reused.
 CREATE TABLE service (
     id              INTEGER PRIMARY KEY CHECK (id = 1),
     clock           INTEGER,

@@ -1,0 +1,115 @@
+package harness_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/service"
+)
+
+// reopening is an Engine that closes and reopens its database file after
+// every operation, so that nothing the service keeps in memory (the clock,
+// the registration counter, the earliest expiry) can stand in for what the
+// file holds.
+type reopening struct {
+	t    *testing.T
+	path string
+	svc  *service.Service
+}
+
+func (r *reopening) cycle() {
+	r.t.Helper()
+	if err := r.svc.Close(); err != nil {
+		r.t.Fatal(err)
+	}
+	svc, err := service.Open(context.Background(), r.path, service.Options{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.svc = svc
+}
+
+func (r *reopening) Clock() (int64, bool) { return r.svc.Clock() }
+func (r *reopening) Advance(ctx context.Context, ts int64) error {
+	defer r.cycle()
+	return r.svc.Advance(ctx, ts)
+}
+func (r *reopening) Acquire(ctx context.Context, ts int64, c, l string, ttl int64, m lk.Mode) (lk.AcquireResult, error) {
+	defer r.cycle()
+	return r.svc.Acquire(ctx, ts, c, l, ttl, m)
+}
+func (r *reopening) Renew(ctx context.Context, ts int64, c, l string, ttl int64) (lk.Lease, error) {
+	defer r.cycle()
+	return r.svc.Renew(ctx, ts, c, l, ttl)
+}
+func (r *reopening) Release(ctx context.Context, ts int64, c, l string) (lk.ReleaseOutcome, error) {
+	defer r.cycle()
+	return r.svc.Release(ctx, ts, c, l)
+}
+func (r *reopening) Inspect(ctx context.Context, ts int64, l string) (lk.Inspection, error) {
+	defer r.cycle()
+	return r.svc.Inspect(ctx, ts, l)
+}
+func (r *reopening) Write(ctx context.Context, ts int64, l, k, v string, token int64) error {
+	defer r.cycle()
+	return r.svc.Write(ctx, ts, l, k, v, token)
+}
+func (r *reopening) Read(ctx context.Context, ts int64, l, k string) (string, bool, error) {
+	defer r.cycle()
+	return r.svc.Read(ctx, ts, l, k)
+}
+func (r *reopening) Status(ctx context.Context, ts int64, c string) (lk.ClientStatus, error) {
+	defer r.cycle()
+	return r.svc.Status(ctx, ts, c)
+}
+
+// engineCalls counts the operations ops runs, each repeat's runs included.
+func engineCalls(ops []any) int64 {
+	var n int64
+	for _, op := range ops {
+		n++
+		if a, ok := op.([]any); ok && len(a) == 5 && a[0] == "repeat" {
+			for _, v := range a[2:] {
+				if num, ok := v.(json.Number); ok {
+					if c, err := num.Int64(); err == nil && c > 0 {
+						n += c
+						break
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestGoldenAcrossReopens replays the golden cases with the database closed
+// and reopened between operations: the results must not change.
+func TestGoldenAcrossReopens(t *testing.T) {
+	for _, c := range testutil.GoldenCases(t) {
+		if engineCalls(c.Ops) > 100 {
+			continue // long repeat drives: covered by TestGolden
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "reopen.db")
+			svc, err := service.Open(context.Background(), path, service.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := &reopening{t: t, path: path, svc: svc}
+			defer func() { e.svc.Close() }()
+			got, err := harness.Run(context.Background(), e, c.Ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := harness.Diff(c.Ops, c.Want, got); d != "" {
+				t.Errorf("%s\n%s", c.Path, d)
+			}
+		})
+	}
+}

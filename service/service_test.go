@@ -1,0 +1,52 @@
+package service_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/testutil"
+)
+
+// TestAgesSurviveReopen: the registration counter (D1) is not kept in the
+// clients table alone; a reopened database must go on from the largest age
+// ever given, even when the youngest clients were aborted and deleted.
+func TestAgesSurviveReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ages.db")
+	svc := testutil.OpenService(t, path)
+	must := func(r lk.AcquireResult, err error) lk.AcquireResult {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	must(svc.Acquire(ctx, 0, "a", "L1", 100, lk.Exclusive)) // age 1
+	must(svc.Acquire(ctx, 0, "b", "L2", 100, lk.Exclusive)) // age 2
+	must(svc.Acquire(ctx, 0, "b", "L1", 100, lk.Exclusive)) // b queued
+	must(svc.Acquire(ctx, 0, "c", "L3", 100, lk.Exclusive))
+	r := must(svc.Acquire(ctx, 0, "c", "L2", 100, lk.Exclusive)) // c (age 3) waits for b
+	// a -> c -> b -> a: c, the youngest, is aborted and its L3 goes to a.
+	// Everything runs at ts 0: the clock moves once, at the first operation,
+	// so only the abort can make the counter be saved.
+	r = must(svc.Acquire(ctx, 0, "a", "L3", 100, lk.Exclusive))
+	if r.Outcome != lk.Granted || len(r.Victims) != 1 || r.Victims[0] != "c" {
+		t.Fatalf("acquire closing the cycle = %+v, want granted with victim c", r)
+	}
+	svc.Close()
+
+	svc = testutil.OpenService(t, path)
+	if ts, ok := svc.Clock(); !ok || ts != 0 {
+		t.Errorf("clock after reopen = %d, %v; want 0", ts, ok)
+	}
+	must(svc.Acquire(ctx, 0, "d", "L4", 100, lk.Exclusive))
+	st, err := svc.Status(ctx, 0, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Age != 4 {
+		t.Errorf("age of the first client registered after reopening = %d, want 4 (c had 3)", st.Age)
+	}
+}
