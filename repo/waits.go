@@ -1,10 +1,12 @@
 package repo
 
-// WaitEdge is an edge of the wait-for graph (D2) found by WaitEdgesFrom.
+// WaitEdge is an edge of the wait-for graph (D2) found by WaitEdgesFrom, with
+// what the deadlock resolution needs to know about its target.
 type WaitEdge struct {
-	From  string `db:"src"`
-	To    string `db:"dst"`
-	ToAge int64  `db:"dst_age"`
+	From      string `db:"src"`
+	To        string `db:"dst"`
+	ToAge     int64  `db:"dst_age"`
+	ToWaiting string `db:"dst_waiting"` // the lock To waits for, "" if none
 }
 
 // WaitEdgesFrom walks the wait-for graph from client with a recursive CTE and
@@ -14,26 +16,33 @@ type WaitEdge struct {
 // ahead of it. The walk uses a sparser graph with the same reachability: a
 // waiter points at the waiter just ahead of it, and the head of a queue at the
 // lock's holders. Everyone ahead is then still reachable, through the chain,
-// and no query ever touches every pair of waiters.
+// and no query ever touches every pair of waiters. The recursive term is a
+// single SELECT, as PostgreSQL requires.
 func WaitEdgesFrom(tx *Tx, client string) ([]WaitEdge, error) {
 	var es []WaitEdge
 	err := tx.selectAll(&es, `WITH RECURSIVE walk(src, dst) AS (
 		SELECT NULL, ?
 		UNION
-		SELECT q.client, ahead.client
+		SELECT q.client, coalesce(ahead.client, l.client)
 		  FROM walk
 		  JOIN queue_entries q ON q.client = walk.dst
-		  JOIN queue_entries ahead ON ahead.lock = q.lock AND ahead.position = (
+		  LEFT JOIN queue_entries ahead ON ahead.lock = q.lock AND ahead.position = (
 		       SELECT max(x.position) FROM queue_entries x WHERE x.lock = q.lock AND x.position < q.position)
-		UNION
-		SELECT q.client, l.client
-		  FROM walk
-		  JOIN queue_entries q ON q.client = walk.dst
-		  JOIN leases l ON l.lock = q.lock
-		 WHERE NOT EXISTS (SELECT 1 FROM queue_entries x WHERE x.lock = q.lock AND x.position < q.position)
+		  LEFT JOIN leases l ON ahead.client IS NULL AND l.lock = q.lock
+		 WHERE coalesce(ahead.client, l.client) IS NOT NULL
 	)
-	SELECT walk.src, walk.dst, c.age AS dst_age
-	  FROM walk JOIN clients c ON c.name = walk.dst
+	SELECT walk.src, walk.dst, c.age AS dst_age, coalesce(w.lock, '') AS dst_waiting
+	  FROM walk JOIN clients c ON c.name = walk.dst LEFT JOIN queue_entries w ON w.client = walk.dst
 	 WHERE walk.src IS NOT NULL`, client)
 	return es, err
+}
+
+// LockHoldersWaiting reports whether some holder of lock waits for a lock.
+// Everything a waiter on lock can reach in the wait-for graph, it reaches
+// through the lock's holders, so without such a holder no cycle runs through
+// a waiter on lock.
+func LockHoldersWaiting(tx *Tx, lock string) (bool, error) {
+	var one int
+	return tx.row(`SELECT 1 FROM leases l WHERE l.lock = ?
+		AND EXISTS (SELECT 1 FROM queue_entries w WHERE w.client = l.client) LIMIT 1`, []any{lock}, &one)
 }

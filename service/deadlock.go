@@ -18,15 +18,21 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, res lk
 				break
 			}
 		}
+		if cycle, err := repo.LockHoldersWaiting(tx, lock); err != nil || !cycle {
+			if err != nil {
+				return res, err
+			}
+			break
+		}
 		edges, err := repo.WaitEdgesFrom(tx, r)
 		if err != nil {
 			return res, err
 		}
-		victim := youngestOnCycle(r, edges)
+		victim, waitingFor := youngestOnCycle(r, edges)
 		if victim == "" {
 			break
 		}
-		if err := s.abort(tx, victim, ts); err != nil {
+		if err := s.abort(tx, victim, waitingFor, ts); err != nil {
 			return res, err
 		}
 		victims = append(victims, victim)
@@ -51,22 +57,23 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, res lk
 
 // youngestOnCycle returns the client of largest age among C (D4.1-2): the
 // clients reachable from r that can also reach r, given the edges of a walk
-// from r. It returns "" when r is on no cycle.
-func youngestOnCycle(r string, edges []repo.WaitEdge) string {
+// from r, and the lock it waits for. It returns "" when r is on no cycle.
+func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string) {
 	into := map[string][]string{}
 	age := map[string]int64{}
+	waiting := map[string]string{}
 	for _, e := range edges {
 		into[e.To] = append(into[e.To], e.From)
-		age[e.To] = e.ToAge
+		age[e.To], waiting[e.To] = e.ToAge, e.ToWaiting
 	}
 	if len(into[r]) == 0 {
-		return ""
+		return "", ""
 	}
 	// Every edge starts at a client the walk reached from r, so the clients
 	// found backwards from r are exactly C.
 	seen := map[string]bool{r: true}
 	stack := []string{r}
-	victim := r
+	victim = r
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -80,18 +87,14 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) string {
 			}
 		}
 	}
-	return victim
+	return victim, waiting[victim]
 }
 
-// abort removes victim from the system (D4.3): its queue entry first, then
-// its leases in ascending lock-name order, running S3 after each, with grants
-// starting at ts; then it is unregistered. The fenced store and the fencing
-// counters are untouched.
-func (s *Service) abort(tx *repo.Tx, victim string, ts int64) error {
-	lock, err := repo.ClientWaitingFor(tx, victim)
-	if err != nil {
-		return err
-	}
+// abort removes victim, which waits for lock ("" for none), from the system
+// (D4.3): its queue entry first, then its leases in ascending lock-name
+// order, running S3 after each, with grants starting at ts; then it is
+// unregistered. The fenced store and the fencing counters are untouched.
+func (s *Service) abort(tx *repo.Tx, victim, lock string, ts int64) error {
 	if lock != "" {
 		if err := repo.QueueDeleteClient(tx, victim); err != nil {
 			return err
