@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// examplesDir holds the contract's worked examples, relative to this package.
-const examplesDir = "../../../shared/examples"
+// examplesDir holds the golden cases (the contract's worked examples among
+// them), relative to this package: the model must reproduce every one.
+const examplesDir = "../../testdata/golden"
 
 // canonical parses JSON into a value whose deep equality ignores key order
 // and keeps integers exact.
