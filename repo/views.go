@@ -21,7 +21,7 @@ type RequestState struct {
 	LastToken    int64   // the lock's fencing counter
 	QueueLength  int64   // waiters on the lock
 	LastPosition int64   // the lock's last queue position handed out
-	HolderMode   lk.Mode // the lock's holders' mode, "" when none
+	HolderMode   lk.Mode // the lock's holders' mode, "" when none; read only when QueueLength is 0
 }
 
 // RequestStateGet reads client's and lock's RequestState.
@@ -29,16 +29,22 @@ func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
 	var st RequestState
 	var age, lastToken, queueLength, lastPosition sql.NullInt64
 	var waiting, holderMode sql.NullString
-	// Numbered parameters: binding each text argument once is measurably cheaper.
-	_, err := tx.row(`SELECT c.age, (SELECT lock FROM queue_entries WHERE client = ?1),
-		       EXISTS (SELECT 1 FROM leases WHERE lock = ?2 AND client = ?1),
-		       EXISTS (SELECT 1 FROM leases l WHERE l.client = ?1
-		                  AND EXISTS (SELECT 1 FROM queue_entries q WHERE q.lock = l.lock)),
+	var holdsLock, awaited sql.NullBool
+	// Numbered parameters: binding each text argument once is measurably
+	// cheaper. The CASEs skip lookups whose answer is known: an unregistered
+	// client waits for and holds nothing, and the holders' mode only matters
+	// when nobody is queued (SQLite runs a subquery only when reached).
+	_, err := tx.row(`SELECT c.age,
+		       CASE WHEN c.age IS NOT NULL THEN (SELECT lock FROM queue_entries WHERE client = ?1) END,
+		       CASE WHEN c.age IS NOT NULL THEN EXISTS (SELECT 1 FROM leases WHERE lock = ?2 AND client = ?1) END,
+		       CASE WHEN c.age IS NOT NULL THEN EXISTS (SELECT 1 FROM leases l WHERE l.client = ?1
+		                  AND EXISTS (SELECT 1 FROM queue_entries q WHERE q.lock = l.lock)) END,
 		       k.last_token, k.queue_length, k.last_position,
-		       (SELECT mode FROM leases WHERE lock = ?2 LIMIT 1)
+		       CASE WHEN k.queue_length = 0 THEN (SELECT mode FROM leases WHERE lock = ?2 LIMIT 1) END
 		  FROM (SELECT 1) LEFT JOIN clients c ON c.name = ?1 LEFT JOIN locks k ON k.name = ?2`,
 		[]any{client, lock},
-		&age, &waiting, &st.HoldsLock, &st.Awaited, &lastToken, &queueLength, &lastPosition, &holderMode)
+		&age, &waiting, &holdsLock, &awaited, &lastToken, &queueLength, &lastPosition, &holderMode)
+	st.HoldsLock, st.Awaited = holdsLock.Bool, awaited.Bool
 	st.Registered, st.Age, st.WaitingFor = age.Valid, age.Int64, waiting.String
 	st.LockExists, st.LastToken = lastToken.Valid, lastToken.Int64
 	st.QueueLength, st.LastPosition = queueLength.Int64, lastPosition.Int64
