@@ -62,15 +62,6 @@ func LeasesDeleteExpiredBy(tx *Tx, now int64) error {
 	return err
 }
 
-// LeaseModeOutlasting returns the mode of lock's holders whose leases end
-// after `after`, or "" when there are none. One row tells the mode: holders
-// are one exclusive lease or only shared ones (S1).
-func LeaseModeOutlasting(tx *Tx, lock string, after int64) (lk.Mode, error) {
-	var m lk.Mode
-	_, err := tx.row(`SELECT mode FROM leases WHERE lock = ? AND expires_at > ? LIMIT 1`, []any{lock, after}, &m)
-	return m, err
-}
-
 // LeasesEarliestExpiry returns the smallest expires_at of all leases; ok is
 // false when there are none.
 func LeasesEarliestExpiry(tx *Tx) (at int64, ok bool, err error) {

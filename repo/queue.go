@@ -1,6 +1,10 @@
 package repo
 
-import lk "github.com/leasekeeper/leasekeeper"
+import (
+	"database/sql"
+
+	lk "github.com/leasekeeper/leasekeeper"
+)
 
 // QueueEntry is one row of queue_entries.
 type QueueEntry struct {
@@ -20,24 +24,30 @@ func QueueAppend(tx *Tx, e QueueEntry) error {
 	return err
 }
 
-// QueueHead is a queue entry with its lock's fencing counter, as QueuePage
-// returns it.
+// QueueHead is a queue entry with what S3 needs about its lock.
 type QueueHead struct {
 	QueueEntry
-	LastToken int64 `db:"last_token"`
+	LastToken int64   // the lock's fencing counter
+	Staying   lk.Mode // mode of the lock's holders whose leases end after QueuePage's `outlasting`; "" if none
 }
 
-// QueuePage returns up to limit of lock's waiters after position `after`,
-// oldest first: the queue read from its head, as S3 consumes it.
-func QueuePage(tx *Tx, lock string, after int64, limit int) ([]QueueHead, error) {
+// QueuePage returns up to limit of lock's waiters after position `from`,
+// oldest first: the queue read from its head, as S3 consumes it. Each row
+// also carries the lock's counter and the mode of its holders whose leases
+// end after `outlasting` (one row tells the mode: holders are one exclusive
+// lease or only shared ones, S1).
+func QueuePage(tx *Tx, lock string, from int64, limit int, outlasting int64) ([]QueueHead, error) {
 	var page []QueueHead
 	// Scanned by hand: this runs on every release, and most pages hold one row.
-	err := tx.each(`SELECT q.position, q.client, q.mode, q.ttl, q.queued_at, k.last_token
+	err := tx.each(`SELECT q.position, q.client, q.mode, q.ttl, q.queued_at, k.last_token,
+		       (SELECT mode FROM leases WHERE lock = ?1 AND expires_at > ?4 LIMIT 1)
 		  FROM queue_entries q JOIN locks k ON k.name = q.lock
-		 WHERE q.lock = ? AND q.position > ? ORDER BY q.position LIMIT ?`, []any{lock, after, limit},
+		 WHERE q.lock = ?1 AND q.position > ?2 ORDER BY q.position LIMIT ?3`, []any{lock, from, limit, outlasting},
 		func(scan func(...any) error) error {
 			h := QueueHead{QueueEntry: QueueEntry{Lock: lock}}
-			err := scan(&h.Position, &h.Client, &h.Mode, &h.TTL, &h.QueuedAt, &h.LastToken)
+			var staying sql.NullString
+			err := scan(&h.Position, &h.Client, &h.Mode, &h.TTL, &h.QueuedAt, &h.LastToken, &staying)
+			h.Staying = lk.Mode(staying.String)
 			page = append(page, h)
 			return err
 		})

@@ -87,10 +87,9 @@ type handOver struct {
 	pending lapseHeap
 	// exclusive and shared count the holders in pending and the live grants.
 	exclusive, shared int
-	// others: the mode of the lock's stored holders that outlast lapseBy, ""
-	// when there are none; read on first need.
-	others       lk.Mode
-	othersLoaded bool
+	// staying: the mode of the lock's stored holders that outlast lapseBy,
+	// "" when there are none; read with the first queue page.
+	staying lk.Mode
 
 	queue     []repo.QueueHead // loaded part of the queue, from its head
 	next      int              // queue[next] is the current head
@@ -133,9 +132,8 @@ func (h *handOver) grantHeads(at int64) error {
 		if err != nil || !ok {
 			return err
 		}
-		ok, err = h.compatible(head.Mode)
-		if err != nil || !ok {
-			return err
+		if !h.compatible(head.Mode) {
+			return nil
 		}
 		h.next++
 		h.lastToken++
@@ -165,7 +163,7 @@ func (h *handOver) head() (repo.QueueHead, bool, error) {
 	if len(h.queue) > 0 {
 		after, limit = h.queue[len(h.queue)-1].Position, min(4*len(h.queue), 512)
 	}
-	page, err := repo.QueuePage(h.tx, h.lock, after, limit)
+	page, err := repo.QueuePage(h.tx, h.lock, after, limit, h.lapseBy)
 	if err != nil {
 		return repo.QueueHead{}, false, err
 	}
@@ -176,25 +174,19 @@ func (h *handOver) head() (repo.QueueHead, bool, error) {
 		return repo.QueueHead{}, false, nil
 	}
 	if len(h.queue) == 0 {
-		h.lastToken = page[0].LastToken
+		h.lastToken, h.staying = page[0].LastToken, page[0].Staying
 	}
 	h.queue, h.next = page, 0
 	return h.queue[0], true, nil
 }
 
-// compatible is S1 for a request in mode m against the holders at this instant.
-func (h *handOver) compatible(m lk.Mode) (bool, error) {
+// compatible is S1 for a request in mode m against the holders at this
+// instant: those counted here and those staying.
+func (h *handOver) compatible(m lk.Mode) bool {
 	if h.exclusive > 0 || (m == lk.Exclusive && h.shared > 0) {
-		return false, nil
+		return false
 	}
-	if !h.othersLoaded {
-		mode, err := repo.LeaseModeOutlasting(h.tx, h.lock, h.lapseBy)
-		if err != nil {
-			return false, err
-		}
-		h.others, h.othersLoaded = mode, true
-	}
-	return lk.Compatible(h.others, m), nil
+	return lk.Compatible(h.staying, m)
 }
 
 // apply writes what grantHeads decided: the granted waiters leave the queue
