@@ -23,19 +23,48 @@ func WaitEdgesFrom(tx *Tx, client string) ([]WaitEdge, error) {
 	err := tx.selectAll(&es, `WITH RECURSIVE walk(src, dst) AS (
 		SELECT NULL, ?
 		UNION
-		SELECT q.client, coalesce(ahead.client, l.client)
+		`+waitStep+`
+	)
+	`+waitEdges, client)
+	return es, err
+}
+
+// WaitEdgesBeforeQueueing is WaitEdgesFrom for a client about to join the end
+// of lock's queue, walked before its queue entry is written: the walk starts
+// from the edges that entry would have, to the waiter that will be just ahead
+// of it or, with an empty queue, to the lock's holders. Nobody stands behind
+// a new last entry, so the graph is otherwise the same, and a requester found
+// to be the victim need never be queued.
+func WaitEdgesBeforeQueueing(tx *Tx, client, lock string) ([]WaitEdge, error) {
+	var es []WaitEdge
+	err := tx.selectAll(&es, `WITH RECURSIVE walk(src, dst) AS (
+		SELECT ?1, coalesce(tail.client, l.client)
+		  FROM (SELECT 1)
+		  LEFT JOIN queue_entries tail ON tail.lock = ?2 AND tail.position = (
+		       SELECT max(x.position) FROM queue_entries x WHERE x.lock = ?2)
+		  LEFT JOIN leases l ON tail.client IS NULL AND l.lock = ?2
+		 WHERE coalesce(tail.client, l.client) IS NOT NULL
+		UNION
+		`+waitStep+`
+	)
+	`+waitEdges, client, lock)
+	return es, err
+}
+
+// waitStep is one step of the walk: a waiter's edge to the waiter just ahead
+// of it or, at the head of its queue, to its lock's holders.
+const waitStep = `SELECT q.client, coalesce(ahead.client, l.client)
 		  FROM walk
 		  JOIN queue_entries q ON q.client = walk.dst
 		  LEFT JOIN queue_entries ahead ON ahead.lock = q.lock AND ahead.position = (
 		       SELECT max(x.position) FROM queue_entries x WHERE x.lock = q.lock AND x.position < q.position)
 		  LEFT JOIN leases l ON ahead.client IS NULL AND l.lock = q.lock
-		 WHERE coalesce(ahead.client, l.client) IS NOT NULL
-	)
-	SELECT walk.src, walk.dst, c.age AS dst_age, coalesce(w.lock, '') AS dst_waiting
+		 WHERE coalesce(ahead.client, l.client) IS NOT NULL`
+
+// waitEdges turns the walk into WaitEdges.
+const waitEdges = `SELECT walk.src, walk.dst, c.age AS dst_age, coalesce(w.lock, '') AS dst_waiting
 	  FROM walk JOIN clients c ON c.name = walk.dst LEFT JOIN queue_entries w ON w.client = walk.dst
-	 WHERE walk.src IS NOT NULL`, client)
-	return es, err
-}
+	 WHERE walk.src IS NOT NULL`
 
 // LockHoldersWaiting reports whether some holder of lock waits for a lock.
 // Everything a waiter on lock can reach in the wait-for graph, it reaches

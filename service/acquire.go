@@ -62,6 +62,32 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		s.noteExpiry(l.ExpiresAt)
 		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, ExpiresAt: l.ExpiresAt}, nil
 	}
+	// D3-D5. A cycle through the requester needs an edge into it (somebody
+	// waits for a lock it holds) and a holder of the requested lock that
+	// waits itself: everything a waiter on lock reaches, it reaches through
+	// the lock's holders. Only then is the graph walked, before the queue
+	// entry is written, so that a requester that is itself the victim is
+	// never queued.
+	victim, victimWaits := "", ""
+	if st.Awaited {
+		possible, err := repo.LockHoldersWaiting(tx, lock)
+		if err != nil {
+			return lk.AcquireResult{}, err
+		}
+		if possible {
+			edges, err := repo.WaitEdgesBeforeQueueing(tx, client, lock)
+			if err != nil {
+				return lk.AcquireResult{}, err
+			}
+			victim, victimWaits = youngestOnCycle(client, edges)
+		}
+	}
+	if victim == client {
+		if err := s.abort(tx, client, "", ts); err != nil {
+			return lk.AcquireResult{}, err
+		}
+		return lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{client}}, nil
+	}
 	if err := repo.LockEnqueue(tx, lock); err != nil {
 		return lk.AcquireResult{}, err
 	}
@@ -70,10 +96,11 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		return lk.AcquireResult{}, err
 	}
 	res := lk.AcquireResult{Outcome: lk.Queued, Position: st.QueueLength + 1}
-	if !st.Awaited {
-		// Only waiters on a lock the requester holds point at it (it is
-		// last in its own queue): without them it is on no cycle (D3, D4).
+	if victim == "" {
 		return res, nil
 	}
-	return s.resolveDeadlocks(tx, ts, client, lock, res)
+	if err := s.abort(tx, victim, victimWaits, ts); err != nil {
+		return lk.AcquireResult{}, err
+	}
+	return s.resolveDeadlocks(tx, ts, client, lock, []string{victim})
 }

@@ -5,48 +5,44 @@ import (
 	"github.com/leasekeeper/leasekeeper/repo"
 )
 
-// resolveDeadlocks implements D4 and D5 for requester r, just queued for lock
-// with result res, when somebody waits for a lock r holds: while r is on a
-// wait cycle, the youngest client among those on cycles through r is aborted.
-func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, res lk.AcquireResult) (lk.AcquireResult, error) {
-	var victims []string
+// resolveDeadlocks goes on with D4 for requester r, now queued for lock,
+// after the first victims were aborted, and returns r's result (D5).
+func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victims []string) (lk.AcquireResult, error) {
 	for {
-		if len(victims) > 0 {
-			// The aborts may have removed every edge into r.
-			awaited, err := repo.LeasesAwaited(tx, r)
-			if err != nil || !awaited {
-				break
-			}
+		// The aborts may have removed every edge into r, or granted it.
+		awaited, err := repo.LeasesAwaited(tx, r)
+		if err != nil {
+			return lk.AcquireResult{}, err
 		}
-		if cycle, err := repo.LockHoldersWaiting(tx, lock); err != nil || !cycle {
+		if !awaited {
+			break
+		}
+		if possible, err := repo.LockHoldersWaiting(tx, lock); err != nil || !possible {
 			if err != nil {
-				return res, err
+				return lk.AcquireResult{}, err
 			}
 			break
 		}
 		edges, err := repo.WaitEdgesFrom(tx, r)
 		if err != nil {
-			return res, err
+			return lk.AcquireResult{}, err
 		}
 		victim, waitingFor := youngestOnCycle(r, edges)
 		if victim == "" {
 			break
 		}
 		if err := s.abort(tx, victim, waitingFor, ts); err != nil {
-			return res, err
+			return lk.AcquireResult{}, err
 		}
 		victims = append(victims, victim)
 		if victim == r {
 			return lk.AcquireResult{Outcome: lk.Deadlock, Victims: victims}, nil
 		}
 	}
-	if len(victims) == 0 {
-		return res, nil
-	}
 	// The aborts may have granted r its lock (at ts), or moved it up.
 	l, granted, err := repo.LeaseGet(tx, lock, r)
 	if err != nil {
-		return res, err
+		return lk.AcquireResult{}, err
 	}
 	if granted {
 		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, ExpiresAt: l.ExpiresAt, Victims: victims}, nil
