@@ -145,3 +145,11 @@ type ClientStatus struct {
 	Holds   []Hold
 	Waiting string
 }
+
+// LockSummary is one active lock as a listing shows it: its holders by token
+// and how many clients wait for it.
+type LockSummary struct {
+	Lock    string
+	Holders []Holder
+	Waiting int64
+}

@@ -99,3 +99,33 @@ func ClientView(tx *Tx, client string) (lk.ClientStatus, error) {
 	}
 	return st, err
 }
+
+// LocksActive lists the locks that have holders or waiters, by name: work in
+// proportion to the live state, not to every lock ever used.
+func LocksActive(tx *Tx) ([]lk.LockSummary, error) {
+	var rows []struct {
+		Lock      string         `db:"lock"`
+		Waiting   int64          `db:"waiting"`
+		Client    sql.NullString `db:"client"`
+		Mode      sql.NullString `db:"mode"`
+		Token     sql.NullInt64  `db:"token"`
+		ExpiresAt sql.NullInt64  `db:"expires_at"`
+	}
+	err := tx.selectAll(&rows, `WITH active(lock) AS (
+		SELECT lock FROM leases UNION SELECT lock FROM queue_entries)
+		SELECT a.lock, k.queue_length AS waiting, l.client, l.mode, l.token, l.expires_at
+		  FROM active a JOIN locks k ON k.name = a.lock LEFT JOIN leases l ON l.lock = a.lock
+		 ORDER BY a.lock, l.token`)
+	var out []lk.LockSummary
+	for _, r := range rows {
+		if len(out) == 0 || out[len(out)-1].Lock != r.Lock {
+			out = append(out, lk.LockSummary{Lock: r.Lock, Holders: []lk.Holder{}, Waiting: r.Waiting})
+		}
+		if r.Client.Valid {
+			last := &out[len(out)-1]
+			last.Holders = append(last.Holders, lk.Holder{Client: r.Client.String, Mode: lk.Mode(r.Mode.String),
+				Token: r.Token.Int64, ExpiresAt: r.ExpiresAt.Int64})
+		}
+	}
+	return out, err
+}

@@ -115,5 +115,6 @@ func (s *Service) abort(tx *repo.Tx, victim, lock string, ts int64) error {
 		}
 	}
 	s.unregister = true
+	s.events = append(s.events, Event{Kind: EventAborted, Client: victim, Lock: lock})
 	return repo.ClientDelete(tx, victim)
 }

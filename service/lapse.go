@@ -142,6 +142,8 @@ func (h *handOver) grantHeads(at int64) error {
 		l := repo.Lease{Lock: h.lock, Client: head.Client, Mode: head.Mode, Token: h.lastToken,
 			GrantedAt: at, ExpiresAt: lk.AddTime(at, head.TTL)}
 		h.count(l.Mode, +1)
+		h.s.events = append(h.s.events, Event{Kind: EventGranted, Client: l.Client, Lock: l.Lock,
+			Token: l.Token, ExpiresAt: l.ExpiresAt})
 		if l.ExpiresAt <= h.lapseBy {
 			heap.Push(&h.pending, l)
 		} else {

@@ -66,6 +66,7 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 			return err
 		}
 		out = lk.Withdrawn
+		s.events = append(s.events, Event{Kind: EventWithdrawn, Client: client, Lock: lock})
 		err = s.promote(tx, lock, ts)
 		return err
 	})

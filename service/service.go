@@ -25,6 +25,10 @@ type Service struct {
 	// can the counter exceed the ages left in the clients table).
 	c          repo.Counters
 	unregister bool
+	// events collects what the current transaction did to waiting clients;
+	// notify receives them after it commits.
+	events []Event
+	notify func([]Event)
 	// nextExpiry is a lower bound on the earliest expires_at of all leases,
 	// so that operations skip the lapse query when nothing can have lapsed.
 	// math.MinInt64 means unknown.
@@ -116,6 +120,7 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	}
 	start := s.c
 	s.unregister = false
+	s.events = s.events[:0]
 	done := false
 	defer func() {
 		if !done {
@@ -141,7 +146,74 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 		return cerr
 	}
 	done = true
+	if s.notify != nil && len(s.events) > 0 {
+		s.notify(s.events)
+	}
 	return err
+}
+
+// EventKind says what happened to a waiting client.
+type EventKind int
+
+const (
+	// EventGranted: the client's queued request became a lease.
+	EventGranted EventKind = iota + 1
+	// EventAborted: the client was aborted as a deadlock victim (D4).
+	EventAborted
+	// EventWithdrawn: the client's queued request was withdrawn by a release.
+	EventWithdrawn
+)
+
+// Event is a change to a waiting client that no request of its own caused
+// directly: what a server needs to answer a blocked acquire.
+type Event struct {
+	Kind      EventKind
+	Client    string
+	Lock      string
+	Token     int64 // EventGranted
+	ExpiresAt int64 // EventGranted
+}
+
+// Notify sets the function that receives, after each committed transaction,
+// the events it caused, in order. It runs with the service locked: it must
+// not call the service.
+func (s *Service) Notify(fn func([]Event)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notify = fn
+}
+
+// NextExpiry returns a time at or before the earliest expires_at of all
+// leases (math.MaxInt64 when there are none): when to call Advance so that
+// lapses are retired on time. It may be early; an Advance then finds nothing
+// and the next call answers exactly.
+func (s *Service) NextExpiry() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextExpiry
+}
+
+// Locks lists every lock that has holders or waiters, by name, at ts.
+func (s *Service) Locks(ctx context.Context, ts int64) ([]lk.LockSummary, error) {
+	var out []lk.LockSummary
+	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
+		var err error
+		out, err = repo.LocksActive(tx)
+		return err
+	})
+	return out, err
+}
+
+// Position returns client's place in the queue of the lock it waits for
+// (1 = next), or 0 when it waits for none, at ts.
+func (s *Service) Position(ctx context.Context, ts int64, client string) (int64, error) {
+	var rank int64
+	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
+		var err error
+		rank, err = repo.QueueRank(tx, client)
+		return err
+	})
+	return rank, err
 }
 
 // noteExpiry keeps nextExpiry a lower bound after a lease got expiry at.

@@ -41,6 +41,7 @@ overwrite its successor.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newBenchCmd())
+	root.AddCommand(newRunCmd(), newBenchCmd(), newServeCmd())
+	root.AddCommand(clientCommands()...)
 	return root
 }

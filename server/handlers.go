@@ -1,0 +1,318 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/service"
+)
+
+// Limits of docs/api.md.
+const (
+	MaxNameBytes  = 256
+	MaxValueBytes = 65536
+	MaxBodyBytes  = 131072
+	MaxWait       = 3600 * time.Second
+)
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/acquire", s.handleAcquire)
+	s.mux.HandleFunc("POST /v1/renew", s.post("renew", "client", "lock", "ttl"))
+	s.mux.HandleFunc("POST /v1/release", s.post("release", "client", "lock"))
+	s.mux.HandleFunc("POST /v1/write", s.post("write", "lock", "key", "value", "token"))
+	s.mux.HandleFunc("GET /v1/inspect", s.get("inspect", "lock"))
+	s.mux.HandleFunc("GET /v1/status", s.get("status", "client"))
+	s.mux.HandleFunc("GET /v1/read", s.get("read", "lock", "key"))
+	s.mux.HandleFunc("GET /v1/locks", s.handleLocks)
+	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			for _, m := range []string{"GET", "POST"} {
+				if _, pattern := s.mux.Handler(&http.Request{Method: m, URL: r.URL}); pattern != "/" && pattern != "" {
+					reply(w, http.StatusMethodNotAllowed, "error: method not allowed")
+					return
+				}
+			}
+		}
+		reply(w, http.StatusNotFound, "error: not found")
+	})
+}
+
+// reply writes a contract result (or error string) as the JSON body.
+func reply(w http.ResponseWriter, status int, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`"error: internal"`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// statusOf maps a contract result to its HTTP status (docs/api.md).
+func statusOf(res any) int {
+	str, ok := res.(string)
+	if !ok || !strings.HasPrefix(str, "error: ") {
+		return http.StatusOK
+	}
+	switch strings.TrimPrefix(str, "error: ") {
+	case "client busy", "not holder", "stale token":
+		return http.StatusConflict
+	}
+	return http.StatusBadRequest
+}
+
+// answer runs a contract operation and writes its result.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, name string, args ...any) {
+	res, err := s.do(r.Context(), name, args...)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	reply(w, statusOf(res), res)
+}
+
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	if errors.Is(err, context.Canceled) {
+		if s.ctx.Err() != nil {
+			reply(w, http.StatusServiceUnavailable, "error: shutting down")
+		}
+		return // otherwise the caller went away: nobody to answer
+	}
+	s.log.Error("operation failed", "err", err)
+	reply(w, http.StatusInternalServerError, "error: internal")
+}
+
+// body decodes a request body into its fields, numbers kept as json.Number
+// so that the contract's validation sees them as written.
+func body(w http.ResponseWriter, r *http.Request) (map[string]any, string) {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.UseNumber()
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, "too large"
+		}
+		return nil, "the body is not a JSON object"
+	}
+	if dec.More() {
+		return nil, "unexpected data after the JSON object"
+	}
+	return fields, ""
+}
+
+// checkLimits refuses names and values beyond docs/api.md's limits.
+func checkLimits(fields map[string]any) string {
+	for _, f := range []string{"client", "lock", "key"} {
+		if v, ok := fields[f].(string); ok && len(v) > MaxNameBytes {
+			return fmt.Sprintf("%s is longer than %d bytes", f, MaxNameBytes)
+		}
+	}
+	if v, ok := fields["value"].(string); ok && len(v) > MaxValueBytes {
+		return fmt.Sprintf("value is longer than %d bytes", MaxValueBytes)
+	}
+	return ""
+}
+
+func badRequest(w http.ResponseWriter, why string) {
+	if why == "too large" {
+		reply(w, http.StatusRequestEntityTooLarge, "error: request body too large")
+		return
+	}
+	reply(w, http.StatusBadRequest, "error: invalid arguments: "+why)
+}
+
+// post serves an operation whose arguments come from a JSON body's fields,
+// in the contract's order. A missing field is nil, which the contract's
+// validation refuses.
+func (s *Server) post(name string, fields ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f, why := body(w, r)
+		if why == "" {
+			why = checkLimits(f)
+		}
+		if why != "" {
+			badRequest(w, why)
+			return
+		}
+		args := make([]any, len(fields))
+		for i, k := range fields {
+			args[i] = f[k]
+		}
+		s.answer(w, r, name, args...)
+	}
+}
+
+// get serves an operation whose arguments are query parameters.
+func (s *Server) get(name string, params ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		f := map[string]any{}
+		args := make([]any, len(params))
+		for i, p := range params {
+			if q.Has(p) {
+				f[p] = q.Get(p)
+				args[i] = q.Get(p)
+			}
+		}
+		if why := checkLimits(f); why != "" {
+			badRequest(w, why)
+			return
+		}
+		s.answer(w, r, name, args...)
+	}
+}
+
+func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) {
+	s.opMu.Lock()
+	locks, err := s.svc.Locks(r.Context(), s.tick())
+	s.opMu.Unlock()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	out := make([]any, len(locks))
+	for i, l := range locks {
+		holders := make([]any, len(l.Holders))
+		for j, h := range l.Holders {
+			holders[j] = []any{h.Client, string(h.Mode), h.Token, h.ExpiresAt}
+		}
+		out[i] = map[string]any{"lock": l.Lock, "holders": holders, "waiting": l.Waiting}
+	}
+	reply(w, http.StatusOK, out)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	s.opMu.Lock()
+	ts := s.lastTS
+	s.opMu.Unlock()
+	var clock any
+	if ts != math.MinInt64 {
+		clock = ts
+	}
+	reply(w, http.StatusOK, map[string]any{"status": "ok", "clock": clock})
+}
+
+// handleAcquire serves acquire, blocking up to "wait" seconds while the
+// client is queued (docs/api.md).
+func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
+	f, why := body(w, r)
+	if why == "" {
+		why = checkLimits(f)
+	}
+	var wait time.Duration
+	if why == "" {
+		if v, present := f["wait"]; present {
+			n, ok := v.(json.Number)
+			secs, err := n.Int64()
+			if !ok || err != nil || strings.ContainsAny(string(n), ".eE") || secs < 0 || time.Duration(secs)*time.Second > MaxWait {
+				why = fmt.Sprintf("wait must be an integer from 0 to %d", int(MaxWait.Seconds()))
+			}
+			wait = time.Duration(secs) * time.Second
+		}
+	}
+	if why != "" {
+		badRequest(w, why)
+		return
+	}
+	args := []any{f["client"], f["lock"], f["ttl"]}
+	if m, present := f["mode"]; present {
+		args = append(args, m)
+	}
+	client, _ := f["client"].(string)
+	lock, _ := f["lock"].(string)
+	var events <-chan service.Event
+	if wait > 0 {
+		// Subscribe before the acquire so that no grant can slip between.
+		var done func()
+		events, done = s.subscribe(client)
+		defer done()
+	}
+	res, err := s.do(r.Context(), "acquire", args...)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	queued, ok := res.([]any)
+	if wait == 0 || !ok || queued[0] != "queued" {
+		reply(w, statusOf(res), res)
+		return
+	}
+	res, err = s.await(r.Context(), client, lock, wait, events, queued)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	reply(w, statusOf(res), res)
+}
+
+// await blocks until client, queued for lock, is granted it, aborted or
+// withdrawn, or the wait runs out, and returns the result to answer.
+func (s *Server) await(ctx context.Context, client, lock string, wait time.Duration, events <-chan service.Event, queued []any) (any, error) {
+	var victims []any
+	if len(queued) == 3 {
+		victims, _ = queued[2].([]any)
+	}
+	// decide turns an event into the answer, or reports that it is not one.
+	decide := func(e service.Event) (any, bool) {
+		switch {
+		case e.Kind == service.EventGranted && e.Lock == lock:
+			res := []any{"granted", e.Token, e.ExpiresAt}
+			if len(victims) > 0 {
+				res = append(res, victims)
+			}
+			return res, true
+		case e.Kind == service.EventAborted:
+			return []any{"deadlock", []any{client}}, true
+		case e.Kind == service.EventWithdrawn && e.Lock == lock:
+			return "withdrawn", true
+		}
+		return nil, false
+	}
+	timeout := s.clock.After(wait)
+	for {
+		var now bool
+		select {
+		case e := <-events:
+			if res, ok := decide(e); ok {
+				return res, nil
+			}
+		case <-timeout:
+			now = true
+		case <-s.ctx.Done():
+			now = true // shutting down: answer with the state as it is
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if now {
+			// Events are handed over before an operation lets go of opMu,
+			// so once we hold it the channel has everything decided so far.
+			s.opMu.Lock()
+			pos, err := s.svc.Position(ctx, s.tick(), client)
+			s.opMu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			for {
+				select {
+				case e := <-events:
+					if res, ok := decide(e); ok {
+						return res, nil
+					}
+					continue
+				default:
+				}
+				return []any{"queued", pos}, nil
+			}
+		}
+	}
+}
