@@ -36,7 +36,6 @@ type DB struct {
 	db    *sqlx.DB
 	conn  *sqlx.Conn
 	stmts map[string]*sqlx.Stmt
-	ctx   context.Context
 	stats map[string]*StatementStats // nil unless CollectStats was called
 }
 
@@ -107,7 +106,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &DB{db: sdb, conn: conn, stmts: map[string]*sqlx.Stmt{}, ctx: ctx}, nil
+	return &DB{db: sdb, conn: conn, stmts: map[string]*sqlx.Stmt{}}, nil
 }
 
 // escapePath keeps a file name with '?' or '#' from being read as URI syntax.
@@ -157,6 +156,27 @@ func (tx *Tx) Commit() error {
 	return err
 }
 
+// Savepoint opens a nested unit inside the transaction (group commit runs
+// each operation in one).
+func (tx *Tx) Savepoint() error {
+	_, err := tx.exec("SAVEPOINT op")
+	return err
+}
+
+// ReleaseSavepoint keeps the savepoint's changes as part of the transaction.
+func (tx *Tx) ReleaseSavepoint() error {
+	_, err := tx.exec("RELEASE op")
+	return err
+}
+
+// RollbackToSavepoint undoes the savepoint's changes and closes it.
+func (tx *Tx) RollbackToSavepoint() error {
+	if _, err := tx.exec("ROLLBACK TO op"); err != nil {
+		return err
+	}
+	return tx.ReleaseSavepoint()
+}
+
 // Rollback undoes the transaction.
 func (tx *Tx) Rollback() error {
 	_, err := tx.exec("ROLLBACK")
@@ -168,7 +188,9 @@ func (tx *Tx) stmt(query string) (*sqlx.Stmt, error) {
 	if s, ok := tx.d.stmts[query]; ok {
 		return s, nil
 	}
-	s, err := tx.d.conn.PreparexContext(tx.d.ctx, query)
+	// Prepared with the transaction's context: a statement outlives it, and
+	// a context kept from Open would be cancelled long before the database.
+	s, err := tx.d.conn.PreparexContext(tx.ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("prepare %q: %w", query, err)
 	}

@@ -80,11 +80,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, name string, arg
 }
 
 func (s *Server) fail(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrClosed) {
+		reply(w, http.StatusServiceUnavailable, "error: shutting down")
+		return
+	}
 	if errors.Is(err, context.Canceled) {
-		if s.ctx.Err() != nil {
-			reply(w, http.StatusServiceUnavailable, "error: shutting down")
-		}
-		return // otherwise the caller went away: nobody to answer
+		return // the caller went away: nobody to answer
 	}
 	s.log.Error("operation failed", "err", err)
 	reply(w, http.StatusInternalServerError, "error: internal")
@@ -288,7 +289,7 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 			}
 		case <-timeout:
 			now = true
-		case <-s.ctx.Done():
+		case <-s.draining:
 			now = true // shutting down: answer with the state as it is
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"math"
@@ -34,11 +35,15 @@ type Server struct {
 	mux    *http.ServeMux
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
-	loopWG sync.WaitGroup
-	kick   chan struct{} // the next expiry may have moved
+	// draining is closed by Drain: blocked acquires answer at once.
+	draining  chan struct{}
+	drainOnce sync.Once
+	loopWG    sync.WaitGroup
+	kick      chan struct{} // the next expiry may have moved
 
-	opMu   sync.Mutex // one operation at a time, in ts order
+	opMu   sync.Mutex // one operation (or group) at a time, in ts order
 	lastTS int64      // the last ts used; never decreases
+	calls  chan *call // operations for the committer
 
 	waitMu  sync.Mutex
 	waiters map[string][]chan service.Event // blocked acquires by client
@@ -60,22 +65,40 @@ func New(svc *service.Service, opts Options) *Server {
 		s.lastTS = ts // a clock stepped back across a restart does not run time backwards
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.draining = make(chan struct{})
+	s.calls = make(chan *call, maxGroup)
 	svc.Notify(s.dispatch)
 	s.routes()
-	s.loopWG.Add(1)
+	s.loopWG.Add(2)
 	go s.lapseLoop()
+	go s.commitLoop()
 	return s
 }
 
 // Handler returns the HTTP handler of the API.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Close stops the lapse timer and answers blocked acquires at once. It does
-// not close the service.
+// Drain makes blocked acquires answer at once with their current state, for
+// a graceful shutdown: call it, let the HTTP server finish its requests, then
+// Close.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
+
+// Close drains, stops the lapse timer and the committer, and answers
+// operations still waiting for it with ErrClosed. It does not close the
+// service.
 func (s *Server) Close() error {
+	s.Drain()
 	s.cancel()
 	s.loopWG.Wait()
-	return nil
+	for {
+		select {
+		case c := <-s.calls:
+			c.err = ErrClosed
+			close(c.done)
+		default:
+			return nil
+		}
+	}
 }
 
 // tick returns the ts for an operation starting now: the clock in whole
@@ -89,18 +112,84 @@ func (s *Server) tick() int64 {
 	return ts
 }
 
+// call is one operation waiting for the committer.
+type call struct {
+	name string
+	args []any
+	res  any
+	err  error
+	done chan struct{}
+}
+
+// maxGroup bounds how many operations share one commit.
+const maxGroup = 512
+
+// ErrClosed is returned for operations submitted after Close.
+var ErrClosed = errors.New("server closed")
+
 // do runs one contract operation (without its ts) at the server's time and
-// returns its result, through the same validation as `leasekeeper run`.
+// returns its result, through the same validation as `leasekeeper run`. It
+// returns once the operation is durable.
 func (s *Server) do(ctx context.Context, name string, args ...any) (any, error) {
-	s.opMu.Lock()
-	op := append([]any{name, s.tick()}, args...)
-	res, err := harness.Run(ctx, s.svc, []any{op})
-	s.opMu.Unlock()
-	s.poke()
-	if err != nil {
-		return nil, err
+	c := &call{name: name, args: args, done: make(chan struct{})}
+	select {
+	case s.calls <- c:
+	case <-s.ctx.Done():
+		return nil, ErrClosed
 	}
-	return res[0], nil
+	// Once submitted, an operation runs whether or not its caller still
+	// listens: the caller learns its fate only here.
+	<-c.done
+	s.poke()
+	return c.res, c.err
+}
+
+// commitLoop is group commit: it takes whatever operations are waiting, runs
+// them in order in one transaction (each in its own savepoint), commits once,
+// and only then answers them. While one group syncs to disk the next one
+// forms, so a busy server syncs once for many operations and an idle one
+// answers at once.
+func (s *Server) commitLoop() {
+	defer s.loopWG.Done()
+	for {
+		var first *call
+		select {
+		case first = <-s.calls:
+		case <-s.ctx.Done():
+			return // Close answers what is left
+		}
+		group := []*call{first}
+	fill:
+		for len(group) < maxGroup {
+			select {
+			case c := <-s.calls:
+				group = append(group, c)
+			default:
+				break fill
+			}
+		}
+		// Operations run to completion even while the server closes: a
+		// statement cut off half-way would only turn into an error.
+		ctx := context.WithoutCancel(s.ctx)
+		s.opMu.Lock()
+		err := s.svc.Group(ctx, func() {
+			for _, c := range group {
+				op := append([]any{c.name, s.tick()}, c.args...)
+				res, err := harness.Run(ctx, s.svc, []any{op})
+				if err == nil {
+					c.res = res[0]
+				}
+				c.err = err
+			}
+		})
+		s.opMu.Unlock()
+		for _, c := range group {
+			if err != nil {
+				c.res, c.err = nil, err
+			}
+			close(c.done)
+		}
+	}
 }
 
 // poke tells the lapse loop that the next expiry may have changed.

@@ -6,6 +6,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -29,6 +30,10 @@ type Service struct {
 	// notify receives them after it commits.
 	events []Event
 	notify func([]Event)
+	// group is the open transaction of Group, nil outside one; groupStart
+	// is the in-memory state to restore if its commit fails.
+	group      *repo.Tx
+	groupStart repo.Counters
 	// nextExpiry is a lower bound on the earliest expires_at of all leases,
 	// so that operations skip the lapse query when nothing can have lapsed.
 	// math.MinInt64 means unknown.
@@ -114,20 +119,30 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	if s.c.ClockSet && ts < s.c.Clock {
 		return ErrTimeBackwards
 	}
-	tx, err := s.db.Begin(ctx)
+	grouped := s.group != nil
+	tx := s.group
+	if grouped {
+		err = tx.Savepoint()
+	} else {
+		s.events = s.events[:0]
+		tx, err = s.db.Begin(ctx)
+	}
 	if err != nil {
 		return err
 	}
-	start := s.c
+	start, startEvents := s.c, len(s.events)
 	s.unregister = false
-	s.events = s.events[:0]
 	done := false
 	defer func() {
 		if !done {
 			// Undo the in-memory state with the transaction; an unknown
 			// nextExpiry only costs one lapse query later.
-			tx.Rollback()
-			s.c, s.nextExpiry = start, math.MinInt64
+			if grouped {
+				tx.RollbackToSavepoint()
+			} else {
+				tx.Rollback()
+			}
+			s.c, s.nextExpiry, s.events = start, math.MinInt64, s.events[:startEvents]
 		}
 	}()
 	s.c.Clock, s.c.ClockSet = ts, true
@@ -142,6 +157,14 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 			return err
 		}
 	}
+	if grouped {
+		// Durable, and announced, only when the group commits.
+		if rerr := tx.ReleaseSavepoint(); rerr != nil {
+			return rerr
+		}
+		done = true
+		return err
+	}
 	if cerr := tx.Commit(); cerr != nil {
 		return cerr
 	}
@@ -149,6 +172,48 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	if s.notify != nil && len(s.events) > 0 {
 		s.notify(s.events)
 	}
+	return err
+}
+
+// Group runs fn, and every operation on s while fn runs, in one transaction:
+// each operation in its own savepoint (so a failing one undoes only itself),
+// one commit and one sync to disk for all of them. This is group commit: the
+// caller must answer none of those operations before Group returns nil. If
+// the commit fails, every one of them is undone and Group returns the error.
+// Events reach Notify after the commit. Operations must not run concurrently
+// with Group from other goroutines that expect their own commit.
+func (s *Service) Group(ctx context.Context, fn func()) (err error) {
+	s.mu.Lock()
+	if s.group != nil {
+		s.mu.Unlock()
+		return errors.New("service: Group inside Group")
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.group, s.groupStart, s.events = tx, s.c, s.events[:0]
+	s.mu.Unlock()
+	committed := false
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.group = nil
+		if !committed {
+			tx.Rollback()
+			s.c, s.nextExpiry, s.events = s.groupStart, math.MinInt64, s.events[:0]
+			return
+		}
+		if s.notify != nil && len(s.events) > 0 {
+			s.notify(s.events)
+		}
+	}()
+	fn()
+	s.mu.Lock()
+	err = tx.Commit()
+	s.mu.Unlock()
+	committed = err == nil
 	return err
 }
 

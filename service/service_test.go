@@ -7,6 +7,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestAgesSurviveReopen: the registration counter (D1) is not kept in the
@@ -48,5 +49,48 @@ func TestAgesSurviveReopen(t *testing.T) {
 	}
 	if st.Age != 4 {
 		t.Errorf("age of the first client registered after reopening = %d, want 4 (c had 3)", st.Age)
+	}
+}
+
+// TestGroupCommit: operations in a Group see each other, events are handed
+// out only after the one commit, and a second process opening the file sees
+// all of it.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "group.db")
+	svc := testutil.OpenService(t, path)
+	var notified [][]service.Event
+	svc.Notify(func(es []service.Event) { notified = append(notified, append([]service.Event(nil), es...)) })
+	err := svc.Group(ctx, func() {
+		if _, err := svc.Acquire(ctx, 0, "a", "L", 10, lk.Exclusive); err != nil {
+			t.Error(err)
+		}
+		if _, err := svc.Acquire(ctx, 0, "b", "L", 10, lk.Exclusive); err != nil {
+			t.Error(err)
+		}
+		if _, err := svc.Release(ctx, 1, "a", "L"); err != nil {
+			t.Error(err)
+		}
+		if _, err := svc.Acquire(ctx, 0, "c", "L", 10, lk.Exclusive); err == nil {
+			t.Error("an operation with a ts before the clock succeeded inside a group")
+		}
+		if len(notified) != 0 {
+			t.Errorf("events handed out before the commit: %v", notified)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notified) != 1 || len(notified[0]) != 1 || notified[0][0].Kind != service.EventGranted || notified[0][0].Client != "b" {
+		t.Errorf("events after the commit = %+v, want b granted", notified)
+	}
+	svc.Close()
+	again := testutil.OpenService(t, path)
+	in, err := again.Inspect(ctx, 1, "L")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Holders) != 1 || in.Holders[0].Client != "b" || in.Holders[0].Token != 2 || in.Holders[0].ExpiresAt != 11 {
+		t.Errorf("after reopening: %+v, want b holding token 2 until 11", in)
 	}
 }

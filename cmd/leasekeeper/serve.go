@@ -62,7 +62,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen string) error
 	case err = <-served:
 	case <-ctx.Done():
 		log.Info("shutting down")
-		srv.Close() // blocked acquires answer now; the lapse timer stops
+		srv.Drain() // blocked acquires answer now
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		err = hs.Shutdown(sctx)
 		cancel()
