@@ -17,7 +17,7 @@ import (
 )
 
 func newServeCmd() *cobra.Command {
-	var dbPath, listen string
+	var dbPath, listen, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve [--db FILE] [--listen ADDR]",
 		Short: "Serve the lock service over HTTP on a durable SQLite file",
@@ -31,11 +31,19 @@ SIGTERM or SIGINT stops it gracefully: blocked acquires are answered with
 their current state, requests in flight finish, the database is closed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return serve(cmd.Context(), cmd, dbPath, listen)
 		},
 	}
 	cmd.Flags().StringVar(&dbPath, "db", "leasekeeper.db", "SQLite file holding the lock state")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free one)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the server's run to this file")
 	return cmd
 }
 
