@@ -8,10 +8,12 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -174,12 +176,7 @@ func (s *Server) commitLoop() {
 		s.opMu.Lock()
 		err := s.svc.Group(ctx, func() {
 			for _, c := range group {
-				op := append([]any{c.name, s.tick()}, c.args...)
-				res, err := harness.Run(ctx, s.svc, []any{op})
-				if err == nil {
-					c.res = res[0]
-				}
-				c.err = err
+				s.run(ctx, c)
 			}
 		})
 		s.opMu.Unlock()
@@ -190,6 +187,24 @@ func (s *Server) commitLoop() {
 			close(c.done)
 		}
 	}
+}
+
+// run executes one call inside the committer's group. A panic is a bug, but
+// it must not take the server down: its savepoint is already rolled back, the
+// call answers "error: internal", and the rest of the group goes on.
+func (s *Server) run(ctx context.Context, c *call) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("operation panicked", "op", c.name, "panic", p, "stack", string(debug.Stack()))
+			c.res, c.err = nil, fmt.Errorf("operation %s panicked: %v", c.name, p)
+		}
+	}()
+	op := append([]any{c.name, s.tick()}, c.args...)
+	res, err := harness.Run(ctx, s.svc, []any{op})
+	if err == nil {
+		c.res = res[0]
+	}
+	c.err = err
 }
 
 // poke tells the lapse loop that the next expiry may have changed.
