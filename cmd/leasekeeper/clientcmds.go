@@ -1,7 +1,301 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasekeeper/leasekeeper/client"
+)
 
 // clientCommands are the commands that talk to a running server
-// (acquire, renew, release, inspect, status, write, read, exec).
-func clientCommands() []*cobra.Command { return nil }
+// (acquire, renew, release, inspect, status, locks, write, read, exec).
+func clientCommands() []*cobra.Command {
+	return []*cobra.Command{
+		newAcquireCmd(), newRenewCmd(), newReleaseCmd(), newInspectCmd(), newStatusCmd(),
+		newLocksCmd(), newWriteCmd(), newReadCmd(), newExecCmd(),
+	}
+}
+
+// The exit statuses of the client commands (docs/cli.md); 0 and 2 (usage)
+// are as for every command.
+const (
+	exitErrorResult = 1  // the server answered with an error result
+	exitNoAnswer    = 3  // the server could not be reached, or did not answer with the API's JSON
+	exitQueued      = 75 // acquire: still queued when the wait ran out (EX_TEMPFAIL)
+	exitDeadlock    = 76 // acquire: aborted as a deadlock victim
+	exitLost        = 77 // exec: the lease was lost while the command ran
+)
+
+const (
+	serverEnv     = "LEASEKEEPER_SERVER"
+	defaultServer = "http://127.0.0.1:7070"
+)
+
+// exitStatus asks for an exit status that main does not give (it exits 1 on
+// an error and 2 on a usageError); err, when set, is printed first.
+type exitStatus struct {
+	code int
+	err  error
+}
+
+func (e exitStatus) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// clientCmd fills in what every client command shares: usage errors exit 2
+// (cobra's own argument and flag errors included), an exitStatus exits with
+// its code, and --server names the server.
+func clientCmd(cmd *cobra.Command, nargs int, run func(cmd *cobra.Command, args []string, c *client.Client) error) *cobra.Command {
+	var server string
+	cmd.Flags().StringVar(&server, "server", "", "the server's URL (default $"+serverEnv+", else "+defaultServer+")")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if cmd.Args == nil {
+		cmd.Args = func(_ *cobra.Command, args []string) error {
+			if len(args) != nargs {
+				return usageError{fmt.Errorf("%s takes %d argument(s), got %d", cmd.Name(), nargs, len(args))}
+			}
+			return nil
+		}
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		err := run(cmd, args, client.New(serverURL(server)))
+		var st exitStatus
+		if errors.As(err, &st) {
+			if st.err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "leasekeeper:", st.err)
+			}
+			os.Exit(st.code)
+		}
+		return err
+	}
+	return cmd
+}
+
+// serverURL is --server, else $LEASEKEEPER_SERVER, else the default; a bare
+// host:port gets http://.
+func serverURL(flag string) string {
+	u := flag
+	if u == "" {
+		u = os.Getenv(serverEnv)
+	}
+	if u == "" {
+		u = defaultServer
+	}
+	if !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	return u
+}
+
+// required refuses a command whose flags lack one of names.
+func required(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		if !cmd.Flags().Changed(n) {
+			return usageError{fmt.Errorf("%s needs --%s", cmd.Name(), n)}
+		}
+	}
+	return nil
+}
+
+// seconds turns a flag's whole seconds into a Duration. The server judges the
+// range; only what a Duration cannot hold is refused here.
+func seconds(flag string, n int64) (time.Duration, error) {
+	if n > math.MaxInt64/int64(time.Second) || n < math.MinInt64/int64(time.Second) {
+		return 0, usageError{fmt.Errorf("--%s %d is out of range", flag, n)}
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// printResult sends call and prints the server's answer, the contract's JSON
+// result, on stdout. An error result is returned as an error: exit status 1,
+// or the acquire statuses for an acquire that was not granted.
+func printResult(cmd *cobra.Command, c *client.Client, call client.Call) error {
+	res, err := c.Do(cmd.Context(), call)
+	if err != nil {
+		return exitStatus{exitNoAnswer, fmt.Errorf("no answer from the server: %w", err)}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s\n", res.JSON)
+	return acquireStatus(res.Err())
+}
+
+// acquireStatus maps an acquire's failure to its exit status; other errors
+// stay errors (exit status 1).
+func acquireStatus(err error) error {
+	switch {
+	case errors.Is(err, client.ErrQueued):
+		return exitStatus{exitQueued, err}
+	case errors.Is(err, client.ErrDeadlock):
+		return exitStatus{exitDeadlock, err}
+	}
+	return err
+}
+
+func newAcquireCmd() *cobra.Command {
+	var opts client.AcquireOptions
+	var ttl, wait int64
+	cmd := &cobra.Command{
+		Use:   "acquire LOCK --client ID --ttl N [--shared] [--wait SECONDS]",
+		Short: "Acquire a lock for a client, waiting up to --wait seconds",
+		Long: `acquire asks the server for LOCK on behalf of --client with a lease of --ttl
+seconds, and prints the answer, the contract's result: ["granted", token,
+expires_at], ["queued", position] or ["deadlock", victims].
+
+Nothing renews the lease: renew it with 'leasekeeper renew', or use
+'leasekeeper exec' to hold a lock while a command runs. A client that is still
+queued stays queued (release withdraws it).
+
+Exit status: 0 granted; 75 still queued (when the wait ran out, or at once
+without --wait); 76 aborted as a deadlock victim; 1 an error result, or the
+request withdrawn by a release from elsewhere during the wait; 2 usage;
+3 no answer from the server.`,
+	}
+	cmd.Flags().StringVar(&opts.Client, "client", "", "the client acquiring (required)")
+	cmd.Flags().Int64Var(&ttl, "ttl", 0, "the lease's length in seconds (required)")
+	cmd.Flags().BoolVar(&opts.Shared, "shared", false, "a shared lease instead of an exclusive one")
+	cmd.Flags().Int64Var(&wait, "wait", 0, "seconds the server may hold the request while the client is queued")
+	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) (err error) {
+		if err := required(cmd, "client", "ttl"); err != nil {
+			return err
+		}
+		if opts.TTL, err = seconds("ttl", ttl); err != nil {
+			return err
+		}
+		if opts.Wait, err = seconds("wait", wait); err != nil {
+			return err
+		}
+		return printResult(cmd, c, client.AcquireCall(args[0], opts))
+	})
+}
+
+func newRenewCmd() *cobra.Command {
+	var clientID string
+	var ttl int64
+	cmd := &cobra.Command{
+		Use:   "renew LOCK --client ID --ttl N",
+		Short: "Renew a client's lease for --ttl seconds from now",
+		Long: `renew sets the client's lease on LOCK to end --ttl seconds from now (it may
+shorten it) and prints ["renewed", token, expires_at].
+
+Exit status: 0 renewed; 1 an error result ("error: not holder" when the client
+holds no live lease on LOCK); 2 usage; 3 no answer from the server.`,
+	}
+	cmd.Flags().StringVar(&clientID, "client", "", "the client holding the lease (required)")
+	cmd.Flags().Int64Var(&ttl, "ttl", 0, "the lease's new length in seconds from now (required)")
+	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		if err := required(cmd, "client", "ttl"); err != nil {
+			return err
+		}
+		d, err := seconds("ttl", ttl)
+		if err != nil {
+			return err
+		}
+		return printResult(cmd, c, client.RenewCall(clientID, args[0], d))
+	})
+}
+
+func newReleaseCmd() *cobra.Command {
+	var clientID string
+	cmd := &cobra.Command{
+		Use:   "release LOCK --client ID",
+		Short: "Release a client's lease, or withdraw its queued request",
+		Long: `release ends the client's lease on LOCK ("released"), or takes its request
+out of LOCK's queue ("withdrawn").
+
+Exit status: 0 released or withdrawn; 1 an error result ("error: not holder"
+when the client neither holds nor awaits LOCK); 2 usage; 3 no answer from the
+server.`,
+	}
+	cmd.Flags().StringVar(&clientID, "client", "", "the client releasing (required)")
+	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		if err := required(cmd, "client"); err != nil {
+			return err
+		}
+		return printResult(cmd, c, client.ReleaseCall(clientID, args[0]))
+	})
+}
+
+func newInspectCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "inspect LOCK",
+		Short: "Print a lock's holders and queue",
+		Long: `inspect prints {"holders": [[client, mode, token, expires_at], ...],
+"queue": [[client, mode], ...]}: holders by token, the queue oldest first.
+
+Exit status: 0 answered; 1 an error result; 2 usage; 3 no answer from the server.`,
+	}
+	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		return printResult(cmd, c, client.InspectCall(args[0]))
+	})
+}
+
+func newStatusCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status CLIENT",
+		Short: "Print what a client holds and waits for",
+		Long: `status prints {"age": n or null, "holds": [[lock, mode, token, expires_at], ...],
+"waiting": lock or null}; a client the server does not know has age null.
+
+Exit status: 0 answered; 1 an error result; 2 usage; 3 no answer from the server.`,
+	}
+	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		return printResult(cmd, c, client.StatusCall(args[0]))
+	})
+}
+
+func newLocksCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "locks",
+		Short: "List the locks that have holders or waiters",
+		Long: `locks prints [{"lock": name, "holders": [[client, mode, token, expires_at], ...],
+"waiting": n}, ...] for every lock that has holders or waiters, by name.
+
+Exit status: 0 answered; 1 an error result; 2 usage; 3 no answer from the server.`,
+	}
+	return clientCmd(cmd, 0, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		return printResult(cmd, c, client.LocksCall())
+	})
+}
+
+func newWriteCmd() *cobra.Command {
+	var token int64
+	cmd := &cobra.Command{
+		Use:   "write LOCK KEY VALUE --token N",
+		Short: "Write a value to the fenced store with a fencing token",
+		Long: `write stores VALUE under (LOCK, KEY) in the fenced store if --token is at
+least the highest token the store accepted for LOCK, and prints "ok".
+
+Exit status: 0 written; 1 an error result ("error: stale token" when a higher
+token was accepted); 2 usage; 3 no answer from the server.`,
+	}
+	cmd.Flags().Int64Var(&token, "token", 0, "the fencing token of the writer's lease (required)")
+	return clientCmd(cmd, 3, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		if err := required(cmd, "token"); err != nil {
+			return err
+		}
+		return printResult(cmd, c, client.WriteCall(args[0], args[1], args[2], token))
+	})
+}
+
+func newReadCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "read LOCK KEY",
+		Short: "Read a value from the fenced store",
+		Long: `read prints the last value the fenced store accepted for (LOCK, KEY), as a
+JSON string, or null when it has none.
+
+Exit status: 0 answered (null included); 1 an error result; 2 usage; 3 no
+answer from the server.`,
+	}
+	return clientCmd(cmd, 2, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		return printResult(cmd, c, client.ReadCall(args[0], args[1]))
+	})
+}

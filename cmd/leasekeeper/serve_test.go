@@ -73,7 +73,9 @@ func TestServeGracefulShutdown(t *testing.T) {
 		t.Fatalf("write: %s", got)
 	}
 	blocked := make(chan string, 1)
-	go func() { blocked <- postBody(t, url+"/v1/acquire", `{"client": "b", "lock": "L", "ttl": 10, "wait": 600}`) }()
+	go func() {
+		blocked <- postBody(t, url+"/v1/acquire", `{"client": "b", "lock": "L", "ttl": 10, "wait": 600}`)
+	}()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		resp, err := http.Get(url + "/v1/status?client=b")
 		if err != nil {

@@ -1,0 +1,37 @@
+// Package client is a Go client for the HTTP API that `leasekeeper serve`
+// speaks (docs/api.md): acquire a lock with a lease that keeps itself alive,
+// write to the fenced store with the lease's token, release.
+//
+//	c := client.New("http://127.0.0.1:7070")
+//	lease, err := c.Acquire(ctx, "exports/daily", client.AcquireOptions{
+//		Client: "etl-a", TTL: 30 * time.Second, Wait: 10 * time.Second,
+//	})
+//	if err != nil {
+//		return err // ErrQueued, ErrDeadlock, ErrWithdrawn, or an *Error
+//	}
+//	defer lease.Release(ctx)
+//	go work(lease.Token(), done) // writes with lease.Write: refused as stale once a successor wrote
+//	select {
+//	case <-lease.Lost():
+//		return lease.Err() // stop working: someone else may hold the lock now
+//	case <-done:
+//	}
+//
+// A *Lease renews itself about every third of its ttl until Release is
+// called or the lease is lost. Lost reports when the server refused a renew,
+// or when renewing failed (the server unreachable, say) until the lease may
+// have ended. Work done after that must not count on holding the lock: the
+// fenced store's tokens are what keep a late writer from overwriting its
+// successor.
+//
+// Errors the server answers are *Error values that errors.Is matches against
+// the sentinels (ErrNotHolder, ErrStaleToken, ...). Acquire's results other
+// than a grant are errors too: *QueuedError (ErrQueued) and *DeadlockError
+// (ErrDeadlock). Any other error means no answer was obtained: the server
+// was unreachable, ctx ended, or what answered did not speak the API.
+//
+// The single-request methods (Renew, Release, Inspect, Status, Locks, Write,
+// Read) decode the contract's result; Do sends any Call and returns the
+// result exactly as the server sent it, which is what the leasekeeper
+// command prints.
+package client

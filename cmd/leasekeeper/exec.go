@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasekeeper/leasekeeper/client"
+)
+
+// Exit statuses of exec besides the command's own and those of acquire.
+const (
+	exitCannotRun = 126 // the command was found but could not be started
+	exitNotFound  = 127 // the command was not found
+)
+
+func newExecCmd() *cobra.Command {
+	var opts client.AcquireOptions
+	var ttl, wait, grace int64
+	cmd := &cobra.Command{
+		Use:   "exec LOCK --client ID --ttl N [--shared] [--wait SECONDS] [--grace SECONDS] -- COMMAND [ARGS...]",
+		Short: "Run a command while holding a lock, like flock(1) for the fleet",
+		Long: `exec acquires LOCK for --client (waiting up to --wait seconds), runs COMMAND
+while it keeps the lease alive, renewing it about every third of --ttl, and
+releases the lock when COMMAND exits. COMMAND's standard input, output and
+error are exec's own; its environment has, besides exec's:
+
+  LEASEKEEPER_LOCK     the lock
+  LEASEKEEPER_CLIENT   the client
+  LEASEKEEPER_TOKEN    the lease's fencing token, for the fenced store
+  LEASEKEEPER_SERVER   the server's URL
+
+If the lease is lost while COMMAND runs (the server refused a renew: released
+from elsewhere, lapsed, or the client was aborted as a deadlock victim; or no
+renew succeeded before the lease ran out), exec sends SIGTERM to COMMAND, then
+SIGKILL after --grace seconds. COMMAND runs in a process group of its own, so
+that these signals, and the SIGINT, SIGTERM, SIGHUP or SIGQUIT that exec
+itself receives and passes on, reach what it started too; a COMMAND that reads
+from the terminal is therefore stopped (SIGTTIN): give it another standard
+input.
+
+Exit status:
+  COMMAND's own      when it ran and the lease was kept; 128+N if it died of signal N
+  75                 the lock was not obtained: still queued when the wait ran out
+                     (the request is withdrawn)
+  76                 the lock was not obtained: aborted as a deadlock victim
+  77                 the lease was lost while COMMAND ran
+  1                  the lock was not obtained: an error result ("error: client busy", ...),
+                     or the request withdrawn from elsewhere during the wait
+  2                  usage
+  3                  no answer from the server
+  126, 127           COMMAND could not be started, or was not found
+  128+N              exec received signal N before COMMAND started
+
+Messages about all of these go to standard error.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if len(args) < 2 || (dash != -1 && dash != 1) {
+				return usageError{fmt.Errorf("exec takes LOCK, then -- and the command to run")}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Client, "client", "", "the client acquiring (required)")
+	cmd.Flags().Int64Var(&ttl, "ttl", 0, "the lease's length in seconds (required); it is renewed every third")
+	cmd.Flags().BoolVar(&opts.Shared, "shared", false, "a shared lease instead of an exclusive one")
+	cmd.Flags().Int64Var(&wait, "wait", 0, "seconds to wait for the lock while queued")
+	cmd.Flags().Int64Var(&grace, "grace", 10, "seconds between SIGTERM and SIGKILL when the lease is lost")
+	return clientCmd(cmd, -1, func(cmd *cobra.Command, args []string, c *client.Client) (err error) {
+		if err := required(cmd, "client", "ttl"); err != nil {
+			return err
+		}
+		if opts.TTL, err = seconds("ttl", ttl); err != nil {
+			return err
+		}
+		if opts.Wait, err = seconds("wait", wait); err != nil {
+			return err
+		}
+		g, err := seconds("grace", grace)
+		if err != nil || g < 0 {
+			return usageError{fmt.Errorf("--grace must be a number of seconds >= 0")}
+		}
+		e := &execution{
+			c: c, lock: args[0], argv: args[1:], opts: opts, grace: g,
+			stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
+		}
+		code := e.run()
+		if code != 0 {
+			return exitStatus{code: code}
+		}
+		return nil
+	})
+}
+
+// execution is one run of exec.
+type execution struct {
+	c      *client.Client
+	lock   string
+	argv   []string
+	opts   client.AcquireOptions
+	grace  time.Duration
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func (e *execution) logf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "leasekeeper: exec: "+format+"\n", args...)
+}
+
+// run acquires, runs the command under the lease and releases; it returns
+// the exit status (see the command's help).
+func (e *execution) run() int {
+	// exec answers signals itself, from the start: during the wait they
+	// withdraw the request, while the command runs they are passed on.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+
+	lease, code := e.acquire(sigs)
+	if lease == nil {
+		return code
+	}
+	code = e.runCommand(lease, sigs)
+	lost := lease.Err() != nil // before Release, which ends the lease too
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := lease.Release(ctx); err != nil && !lost {
+		e.logf("releasing %q: %v (the lease lapses at %s)", e.lock, err, lease.ExpiresAt().Format(time.RFC3339))
+	}
+	return code
+}
+
+// acquire takes the lock, or returns the exit status saying why not.
+func (e *execution) acquire(sigs <-chan os.Signal) (*client.Lease, int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		lease *client.Lease
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := e.c.Acquire(ctx, e.lock, e.opts)
+		done <- result{l, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case sig := <-sigs:
+		cancel() // Acquire withdraws the request
+		if r = <-done; r.lease != nil {
+			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r.lease.Release(rctx)
+			rcancel()
+		}
+		e.logf("interrupted by %v while acquiring %q", sig, e.lock)
+		return nil, 128 + signalNumber(sig)
+	}
+	var res *client.Error
+	switch err := r.err; {
+	case err == nil:
+		return r.lease, 0
+	case errors.Is(err, client.ErrQueued):
+		e.logf("%q not obtained: %v when the wait ran out", e.lock, err)
+		return nil, exitQueued
+	case errors.Is(err, client.ErrDeadlock):
+		e.logf("%q not obtained: %v", e.lock, err)
+		return nil, exitDeadlock
+	case errors.Is(err, client.ErrWithdrawn), errors.As(err, &res):
+		e.logf("%q not obtained: %v", e.lock, err)
+		return nil, exitErrorResult
+	default:
+		e.logf("no answer from the server: %v", err)
+		return nil, exitNoAnswer
+	}
+}
+
+// runCommand runs the command while lease is kept and returns its exit
+// status, or exitLost when the lease was lost meanwhile.
+func (e *execution) runCommand(lease *client.Lease, sigs <-chan os.Signal) int {
+	cmd := exec.Command(e.argv[0], e.argv[1:]...)
+	cmd.Env = append(os.Environ(),
+		"LEASEKEEPER_LOCK="+e.lock,
+		"LEASEKEEPER_CLIENT="+e.opts.Client,
+		"LEASEKEEPER_TOKEN="+strconv.FormatInt(lease.Token(), 10),
+		"LEASEKEEPER_SERVER="+e.c.BaseURL(),
+	)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	ownProcessGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		e.logf("starting the command: %v", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotRun
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	lostCh := lease.Lost()
+	var kill <-chan time.Time
+	var werr error
+wait:
+	for {
+		select {
+		case werr = <-exited:
+			break wait
+		case <-lostCh:
+			lostCh = nil
+			e.logf("the lease on %q was lost (%v): sending SIGTERM to the command", e.lock, lease.Err())
+			signalGroup(cmd, syscall.SIGTERM)
+			kill = time.After(e.grace)
+		case <-kill:
+			e.logf("the command outlived the %v grace: sending SIGKILL", e.grace)
+			signalGroup(cmd, syscall.SIGKILL)
+		case sig := <-sigs:
+			signalGroup(cmd, sig)
+		}
+	}
+	switch {
+	case lostCh == nil:
+		e.logf("the command ended: %v", describeExit(werr))
+		return exitLost
+	case lease.Err() != nil:
+		// Lost as the command ended: it may have worked without the lock
+		// for a while.
+		e.logf("the lease on %q was lost while the command ran (%v); the command ended: %v", e.lock, lease.Err(), describeExit(werr))
+		return exitLost
+	}
+	return commandStatus(cmd.ProcessState)
+}
+
+// commandStatus is a finished command's status as a shell reports it: its exit
+// status, or 128+N when signal N ended it.
+func commandStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func describeExit(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+func signalNumber(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return 1
+}
