@@ -1,0 +1,430 @@
+// Command lkload measures leasekeeper's acquire+release round trips over
+// loopback HTTP: pairs per second and the p50/p99 latency of one
+// acquire+release pair, at several numbers of concurrent clients.
+//
+//	go run ./cmd/lkload --clients 1,16,64 --duration 5s
+//	go run ./cmd/lkload --server http://127.0.0.1:7070
+//
+// Client n uses its own lock, so nobody waits for anybody: each loops
+// acquire(lock "bench-{n}", client "c{n}", ttl 30) → release until the
+// duration is up, and what is measured is the server's cost per operation,
+// durability included.
+//
+// Without --server, lkload starts `leasekeeper serve` itself on a new
+// SQLite file (WAL, synchronous=FULL: serve's default) in a temporary folder
+// under --dir, and stops it at the end. The binary is --leasekeeper, else
+// "leasekeeper" next to lkload's own executable, else the one on PATH, else
+// built with `go build` from the module in the current directory.
+//
+// The results are a markdown table on stdout; progress goes to stderr.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	server      string
+	leasekeeper string
+	dir         string
+	clients     []int
+	duration    time.Duration
+	warmup      time.Duration
+	ttl         int
+	prefix      string
+	timeout     time.Duration
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lkload:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "lkload:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	var cfg config
+	var clients string
+	fs := flag.NewFlagSet("lkload", flag.ContinueOnError)
+	fs.StringVar(&cfg.server, "server", "", "base URL of a running server, e.g. http://127.0.0.1:7070 (default: start `leasekeeper serve` on a temporary file)")
+	fs.StringVar(&cfg.leasekeeper, "leasekeeper", "", "the leasekeeper binary to start when --server is not given")
+	fs.StringVar(&cfg.dir, "dir", "", "folder for the temporary database when lkload starts the server (default: the system's temporary folder)")
+	fs.StringVar(&clients, "clients", "1,16,64", "comma-separated numbers of concurrent clients, one table row each")
+	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long each row is measured")
+	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured run before each row (opens the connections)")
+	fs.IntVar(&cfg.ttl, "ttl", 30, "lease ttl in seconds")
+	fs.StringVar(&cfg.prefix, "prefix", "", "prefix for lock and client names (to keep runs apart on a shared server)")
+	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "timeout of one HTTP request")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, f := range strings.Split(clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("--clients: %q is not a positive number", f)
+		}
+		cfg.clients = append(cfg.clients, n)
+	}
+	if cfg.duration <= 0 || cfg.warmup < 0 || cfg.timeout <= 0 {
+		return cfg, errors.New("--duration and --timeout must be positive, --warmup not negative")
+	}
+	if cfg.ttl < 1 || cfg.ttl > 86400 {
+		return cfg, errors.New("--ttl must be from 1 to 86400")
+	}
+	cfg.server = strings.TrimRight(cfg.server, "/")
+	return cfg, nil
+}
+
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	base := cfg.server
+	if base == "" {
+		srv, err := startServer(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		base = srv.base
+	}
+	most := slices.Max(cfg.clients)
+	hc := &http.Client{
+		Transport: &http.Transport{
+			MaxIdleConns:        2 * max(64, most),
+			MaxIdleConnsPerHost: max(64, most),
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+		Timeout: cfg.timeout,
+	}
+	defer hc.CloseIdleConnections()
+	b := &bench{cfg: cfg, base: base, hc: hc}
+	if err := b.health(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "lkload: %s, %v per row after %v of warm-up, GOMAXPROCS %d\n",
+		base, cfg.duration, cfg.warmup, runtime.GOMAXPROCS(0))
+	fmt.Fprintln(out, "| clients | pairs/s | p50 ms | p99 ms | errors |")
+	fmt.Fprintln(out, "|--:|--:|--:|--:|--:|")
+	empty := false
+	for _, n := range cfg.clients {
+		b.clear(ctx, n)
+		if cfg.warmup > 0 {
+			b.level(ctx, n, cfg.warmup)
+		}
+		fmt.Fprintf(os.Stderr, "lkload: %d clients for %v\n", n, cfg.duration)
+		r := b.level(ctx, n, cfg.duration)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		fmt.Fprintf(out, "| %d | %.0f | %s | %s | %d |\n", n, r.rate(), ms(r.percentile(50)), ms(r.percentile(99)), r.errors)
+		if len(r.lat) == 0 {
+			empty = true
+		}
+		for _, e := range r.samples {
+			fmt.Fprintln(os.Stderr, "lkload: error:", e)
+		}
+	}
+	if empty {
+		return errors.New("a row completed no acquire+release pair")
+	}
+	return nil
+}
+
+// result is one row's measurements.
+type result struct {
+	lat     []time.Duration // one per completed pair
+	errors  int
+	samples []string // the first few errors
+	elapsed time.Duration
+}
+
+func (r *result) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(len(r.lat)) / r.elapsed.Seconds()
+}
+
+// percentile is the nearest-rank percentile of the latencies (lat sorted).
+func (r *result) percentile(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return -1
+	}
+	i := int(float64(len(r.lat))*p/100+0.999999) - 1
+	return r.lat[min(max(i, 0), len(r.lat)-1)]
+}
+
+func ms(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64)
+}
+
+type bench struct {
+	cfg  config
+	base string
+	hc   *http.Client
+}
+
+func (b *bench) names(i int) (lock, client string) {
+	return fmt.Sprintf("%sbench-%d", b.cfg.prefix, i), fmt.Sprintf("%sc%d", b.cfg.prefix, i)
+}
+
+func (b *bench) health(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/v1/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", b.base, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("server %s: health answered %s", b.base, resp.Status)
+	}
+	return nil
+}
+
+// clear releases what the clients of a row may still hold from an earlier,
+// interrupted run, so that their first acquire is not refused as busy.
+func (b *bench) clear(ctx context.Context, n int) {
+	var wg sync.WaitGroup
+	for i := range n {
+		lock, client := b.names(i)
+		wg.Go(func() { b.post(ctx, "/v1/release", map[string]any{"client": client, "lock": lock}) })
+	}
+	wg.Wait()
+}
+
+// level runs n clients for d and measures every acquire+release pair.
+func (b *bench) level(ctx context.Context, n int, d time.Duration) *result {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := &result{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range n {
+		lock, client := b.names(i)
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, 1024)
+			var errs int
+			var samples []string
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				t0 := time.Now()
+				if err := b.pair(ctx, client, lock); err != nil {
+					if ctx.Err() != nil {
+						break
+					}
+					errs++
+					if len(samples) < 3 {
+						samples = append(samples, err.Error())
+					}
+					// Leave the lock free for the next try, whatever happened.
+					b.post(ctx, "/v1/release", map[string]any{"client": client, "lock": lock})
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.errors += errs
+			res.samples = append(res.samples, samples...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	slices.Sort(res.lat)
+	if len(res.samples) > 5 {
+		res.samples = res.samples[:5]
+	}
+	return res
+}
+
+// pair runs one acquire and its release.
+func (b *bench) pair(ctx context.Context, client, lock string) error {
+	status, body, err := b.post(ctx, "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": b.cfg.ttl})
+	if err != nil {
+		return fmt.Errorf("acquire: %w", err)
+	}
+	var res []any
+	if status != http.StatusOK || json.Unmarshal(body, &res) != nil || len(res) < 3 || res[0] != "granted" {
+		return fmt.Errorf("acquire %s by %s: %d %s", lock, client, status, bytes.TrimSpace(body))
+	}
+	status, body, err = b.post(ctx, "/v1/release", map[string]any{"client": client, "lock": lock})
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	if status != http.StatusOK || string(bytes.TrimSpace(body)) != `"released"` {
+		return fmt.Errorf("release %s by %s: %d %s", lock, client, status, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+func (b *bench) post(ctx context.Context, path string, fields map[string]any) (int, []byte, error) {
+	js, err := json.Marshal(fields)
+	if err != nil {
+		return 0, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(js))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+// server is a `leasekeeper serve` that lkload started.
+type server struct {
+	cmd    *exec.Cmd
+	base   string
+	tmp    string
+	exited chan struct{}
+}
+
+// startServer starts `leasekeeper serve` on a new database in a temporary
+// folder, on a free loopback port.
+func startServer(ctx context.Context, cfg config) (*server, error) {
+	tmp, err := os.MkdirTemp(cfg.dir, "lkload-")
+	if err != nil {
+		return nil, err
+	}
+	bin, err := findLeasekeeper(ctx, cfg.leasekeeper, tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	db := filepath.Join(tmp, "lkload.db")
+	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("starting %s serve: %w", bin, err)
+	}
+	s := &server{cmd: cmd, tmp: tmp, exited: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if rest, ok := strings.CutPrefix(line, "leasekeeper: listening on http://"); ok {
+				if a, _, ok := strings.Cut(rest, " "); ok {
+					select {
+					case addr <- a:
+					default:
+					}
+					continue
+				}
+			}
+			fmt.Fprintln(os.Stderr, "serve:", line)
+		}
+		io.Copy(io.Discard, stderr)
+		cmd.Wait()
+		close(s.exited)
+	}()
+	select {
+	case a := <-addr:
+		s.base = "http://" + a
+		fmt.Fprintf(os.Stderr, "lkload: started %s serve on %s (database in %s)\n", bin, s.base, tmp)
+		return s, nil
+	case <-s.exited:
+		err = errors.New("leasekeeper serve exited before listening")
+	case <-time.After(30 * time.Second):
+		err = errors.New("leasekeeper serve printed no address within 30 s")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.stop()
+	return nil, err
+}
+
+// stop asks the server to shut down (SIGTERM), kills it if it has not
+// within 15 s, and removes its folder.
+func (s *server) stop() {
+	defer os.RemoveAll(s.tmp)
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(15 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// findLeasekeeper returns the binary to run: flag, else next to this
+// executable, else on PATH, else built from the module in the current
+// directory into tmp.
+func findLeasekeeper(ctx context.Context, flagged, tmp string) (string, error) {
+	if flagged != "" {
+		return flagged, nil
+	}
+	name := "leasekeeper"
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	p := filepath.Join(tmp, name)
+	fmt.Fprintln(os.Stderr, "lkload: no leasekeeper binary given or found; building one from the module in the current directory")
+	build := exec.CommandContext(ctx, "go", "build", "-o", p, "github.com/leasekeeper/leasekeeper/cmd/leasekeeper")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("no leasekeeper binary (give --leasekeeper or --server), and building one failed: %v\n%s", err, out)
+	}
+	return p, nil
+}
