@@ -401,3 +401,38 @@ func TestConcurrentRequestsGroupCommit(t *testing.T) {
 		t.Errorf("%d grants recorded, want %d", n, clients*rounds)
 	}
 }
+
+// TestRestartHandsOverLapsedLeases: leases that ran out while the server
+// was down are retired at their own expiry after the restart, and their
+// locks handed over at those instants (L3), not at the restart's time.
+func TestRestartHandsOverLapsedLeases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "down.db")
+	f := startOn(t, path, 100)
+	f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L", "ttl": 10})
+	f.call("POST", "/v1/acquire", map[string]any{"client": "b", "lock": "L", "ttl": 20})
+	f.call("POST", "/v1/acquire", map[string]any{"client": "c", "lock": "L", "ttl": 500})
+	f.stop()
+	// Down from 100 to 200: a ended at 110, b held [110, 130), c got L at 130.
+	g := startOn(t, path, 200)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, v := g.call("GET", "/v1/locks", nil)
+		if harness.Equal(v, mustJSON(`[{"lock": "L", "holders": [["c", "exclusive", 3, 630]], "waiting": 0}]`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart /v1/locks = %v; want c holding token 3 from 130 to 630", v)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func mustJSON(s string) any {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		panic(err)
+	}
+	return v
+}
