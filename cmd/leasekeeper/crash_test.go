@@ -851,8 +851,8 @@ type crashServer struct {
 	exited chan struct{}
 }
 
-// startServe starts `leasekeeper serve` on db at a free loopback port and
-// waits for its address; t.Cleanup kills it.
+// startCrashServer starts `leasekeeper serve` on db at a free loopback port
+// and waits for its address; t.Cleanup kills it if it still runs.
 func startCrashServer(t *testing.T, bin, db string) *crashServer {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0")

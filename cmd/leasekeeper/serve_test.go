@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,37 +13,6 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 )
-
-// launchServe runs `leasekeeper serve` on db and returns its base URL.
-func launchServe(t *testing.T, bin, db string) (*exec.Cmd, string) {
-	t.Helper()
-	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`listening on (http://\S+)`)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	select {
-	case u := <-addr:
-		return cmd, u
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not say where it listens")
-		return nil, ""
-	}
-}
 
 func postBody(t *testing.T, url, body string) string {
 	t.Helper()
@@ -65,7 +31,8 @@ func postBody(t *testing.T, url, body string) string {
 func TestServeGracefulShutdown(t *testing.T) {
 	bin := buildBinary(t)
 	db := filepath.Join(t.TempDir(), "serve.db")
-	cmd, url := launchServe(t, bin, db)
+	srv := startCrashServer(t, bin, db)
+	url := srv.base
 	if got := postBody(t, url+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `["granted",1,`) {
 		t.Fatalf("acquire: %s", got)
 	}
@@ -90,7 +57,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 			t.Fatal("b never got queued")
 		}
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	srv.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case got := <-blocked:
 		if got != `["queued",1]` {
@@ -99,12 +66,10 @@ func TestServeGracefulShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the blocked acquire was not answered at shutdown")
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve exited with %v after SIGTERM, want status 0", err)
+	case <-srv.exited:
+		if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("serve exited with status %d after SIGTERM, want 0", code)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not exit after SIGTERM")
