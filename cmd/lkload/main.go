@@ -5,6 +5,11 @@
 //	go run ./cmd/lkload --clients 1,16,64 --duration 5s
 //	go run ./cmd/lkload --server http://127.0.0.1:7070
 //
+// By default each client speaks minimal HTTP/1.1 on its own keep-alive
+// connection (raw.go): lkload shares the machine with the server, and Go's
+// full HTTP client would take as much CPU as the server it measures.
+// --http net uses net/http instead, for comparison.
+//
 // Client n uses its own lock, so nobody waits for anybody: each loops
 // acquire(lock "bench-{n}", client "c{n}", ttl 30) → release until the
 // duration is up, and what is measured is the server's cost per operation,
@@ -52,6 +57,7 @@ type config struct {
 	ttl         int
 	prefix      string
 	timeout     time.Duration
+	http        string // "raw" or "net"
 }
 
 func main() {
@@ -81,6 +87,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.ttl, "ttl", 30, "lease ttl in seconds")
 	fs.StringVar(&cfg.prefix, "prefix", "", "prefix for lock and client names (to keep runs apart on a shared server)")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "timeout of one HTTP request")
+	fs.StringVar(&cfg.http, "http", "raw", "client side: raw (a minimal HTTP/1.1 client, light on the shared CPU) or net (Go's net/http)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -96,6 +103,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.duration <= 0 || cfg.warmup < 0 || cfg.timeout <= 0 {
 		return cfg, errors.New("--duration and --timeout must be positive, --warmup not negative")
+	}
+	if cfg.http != "raw" && cfg.http != "net" {
+		return cfg, errors.New("--http must be raw or net")
 	}
 	if cfg.ttl < 1 || cfg.ttl > 86400 {
 		return cfg, errors.New("--ttl must be from 1 to 86400")
@@ -129,8 +139,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err := b.health(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "lkload: %s, %v per row after %v of warm-up, GOMAXPROCS %d\n",
-		base, cfg.duration, cfg.warmup, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(os.Stderr, "lkload: %s, %v per row after %v of warm-up, GOMAXPROCS %d, %s HTTP client\n",
+		base, cfg.duration, cfg.warmup, runtime.GOMAXPROCS(0), cfg.http)
 	fmt.Fprintln(out, "| clients | pairs/s | p50 ms | p99 ms | errors |")
 	fmt.Fprintln(out, "|--:|--:|--:|--:|--:|")
 	empty := false
@@ -238,13 +248,24 @@ func (b *bench) level(ctx context.Context, n int, d time.Duration) *result {
 	deadline := start.Add(d)
 	for i := range n {
 		lock, client := b.names(i)
+		pair := func() error { return b.pair(ctx, client, lock) }
+		if b.cfg.http == "raw" {
+			rc, err := newRawClient(b.base, lock, client, b.cfg.ttl, b.cfg.timeout)
+			if err != nil {
+				res.errors++
+				res.samples = append(res.samples, err.Error())
+				continue
+			}
+			defer rc.close()
+			pair = rc.pair
+		}
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, 1024)
 			var errs int
 			var samples []string
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				t0 := time.Now()
-				if err := b.pair(ctx, client, lock); err != nil {
+				if err := pair(); err != nil {
 					if ctx.Err() != nil {
 						break
 					}
