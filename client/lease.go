@@ -65,10 +65,11 @@ func (l *Lease) Victims() []string { return l.victims }
 
 // Lost is closed when the lease is no longer kept: the server refused a
 // renew (the lease was released from elsewhere, or it lapsed, or the client
-// was aborted as a deadlock victim), or no renew succeeded before the lease's
-// expiry as this process reckons it (the send time of the last successful
-// renew or of the acquire, plus the ttl), or Release was called. Err says
-// which. Work under the lock must stop when Lost is closed.
+// was aborted as a deadlock victim), or no renew succeeded before the
+// earliest moment the lease may have ended (the send time of the last
+// successful renew or of the acquire, plus the ttl, less the second the
+// server's clock may round away), or Release was called. Err says which. Work
+// under the lock must stop when Lost is closed.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 // Err is nil while the lease is kept. Once Lost is closed it is an *Error
@@ -130,11 +131,11 @@ func (l *Lease) end(err error) {
 // lease may end up to a second before base+ttl: ttl/3 leaves room for
 // retries before then from a ttl of 2s up. After a failure that may pass
 // (the server unreachable, a 5xx), it retries every ttl/10 (0.1s to 1s)
-// until base+ttl, the latest the lease can still be alive, and gives up
+// until base+ttl-1s, the earliest the lease may have ended, and gives up
 // then. A refusal (not holder) ends the lease at once.
 func (l *Lease) keepAlive(ctx context.Context, base time.Time, renewNow bool) {
 	defer close(l.done)
-	expiry := base.Add(l.ttl)
+	expiry := earliestEnd(base, l.ttl)
 	next := base.Add(l.ttl / 3)
 	if renewNow {
 		next = time.Now()
@@ -161,7 +162,7 @@ func (l *Lease) keepAlive(ctx context.Context, base time.Time, renewNow bool) {
 			l.mu.Lock()
 			l.expiresAt = r.ExpiresAt
 			l.mu.Unlock()
-			expiry = send.Add(l.ttl)
+			expiry = earliestEnd(send, l.ttl)
 			timer.Reset(time.Until(send.Add(l.ttl / 3)))
 			continue
 		case errors.As(err, &e) && !transient(e.Status):
@@ -175,6 +176,15 @@ func (l *Lease) keepAlive(ctx context.Context, base time.Time, renewNow bool) {
 		}
 		timer.Reset(min(retry, expiry.Sub(now)))
 	}
+}
+
+// earliestEnd is the earliest a lease granted or renewed by a request sent at
+// send may end on the server: its ts is the server's clock rounded down to
+// the second, so the lease can end up to a second before send+ttl. When
+// renewals fail, the lease counts as lost from then on: a job must stop
+// before anyone else can have been given the lock, not after.
+func earliestEnd(send time.Time, ttl time.Duration) time.Time {
+	return send.Add(max(ttl-time.Second, 0))
 }
 
 func (l *Lease) renew(ctx context.Context) (Renewal, error) {
