@@ -26,12 +26,22 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/acquire", s.handleAcquire)
 	s.mux.HandleFunc("POST /v1/renew", s.post("renew", "client", "lock", "ttl"))
 	s.mux.HandleFunc("POST /v1/release", s.post("release", "client", "lock"))
+	s.mux.HandleFunc("POST /v1/revoke", s.handleRevoke)
 	s.mux.HandleFunc("POST /v1/write", s.post("write", "lock", "key", "value", "token"))
 	s.mux.HandleFunc("GET /v1/inspect", s.get("inspect", "lock"))
 	s.mux.HandleFunc("GET /v1/status", s.get("status", "client"))
 	s.mux.HandleFunc("GET /v1/read", s.get("read", "lock", "key"))
 	s.mux.HandleFunc("GET /v1/locks", s.handleLocks)
 	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
+	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if s.metrics == nil {
+			reply(w, http.StatusNotFound, "error: not found")
+			return
+		}
+		if s.allowed(w, r, Access{Op: "metrics"}) {
+			s.metrics.ServeHTTP(w, r)
+		}
+	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/") {
 			for _, m := range []string{"GET", "POST"} {
@@ -145,6 +155,10 @@ func (s *Server) post(name string, fields ...string) http.HandlerFunc {
 			badRequest(w, why)
 			return
 		}
+		client, _ := f["client"].(string)
+		if !s.allowed(w, r, Access{Op: name, Client: client}) {
+			return
+		}
 		args := make([]any, len(fields))
 		for i, k := range fields {
 			args[i] = f[k]
@@ -169,11 +183,18 @@ func (s *Server) get(name string, params ...string) http.HandlerFunc {
 			badRequest(w, why)
 			return
 		}
+		client, _ := f["client"].(string)
+		if !s.allowed(w, r, Access{Op: name, Client: client}) {
+			return
+		}
 		s.answer(w, r, name, args...)
 	}
 }
 
 func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) {
+	if !s.allowed(w, r, Access{Op: "locks"}) {
+		return
+	}
 	s.opMu.Lock()
 	locks, err := s.svc.Locks(r.Context(), s.tick())
 	s.opMu.Unlock()
@@ -193,6 +214,9 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if !s.allowed(w, r, Access{Op: "health"}) {
+		return
+	}
 	s.opMu.Lock()
 	ts := s.lastTS
 	s.opMu.Unlock()
@@ -201,6 +225,34 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		clock = ts
 	}
 	reply(w, http.StatusOK, map[string]any{"status": "ok", "clock": clock})
+}
+
+// handleRevoke serves revoke: the holder's lease ends now, as a release
+// would (docs/api.md). It is not a contract operation, so it is validated
+// here and runs through the committer like the others.
+func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
+	f, why := body(w, r)
+	if why == "" {
+		why = checkLimits(f)
+	}
+	client, ok1 := f["client"].(string)
+	lock, ok2 := f["lock"].(string)
+	if why == "" && (!ok1 || !ok2 || client == "" || lock == "") {
+		why = "client and lock must be non-empty strings"
+	}
+	if why != "" {
+		badRequest(w, why)
+		return
+	}
+	if !s.allowed(w, r, Access{Op: "revoke", Client: client}) {
+		return
+	}
+	res, err := s.do(r.Context(), "revoke", client, lock)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	reply(w, statusOf(res), res)
 }
 
 // handleAcquire serves acquire, blocking up to "wait" seconds while the
@@ -223,6 +275,9 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	}
 	if why != "" {
 		badRequest(w, why)
+		return
+	}
+	if c, _ := f["client"].(string); !s.allowed(w, r, Access{Op: "acquire", Client: c}) {
 		return
 	}
 	args := []any{f["client"], f["lock"], f["ttl"]}

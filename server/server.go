@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -27,16 +28,22 @@ type Options struct {
 	Clock Clock
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
+	// Authorizer judges every request; nil allows everything.
+	Authorizer Authorizer
+	// Metrics, when set, is served at GET /metrics (after the Authorizer).
+	Metrics http.Handler
 }
 
 // Server is the HTTP front of one service.
 type Server struct {
-	svc    *service.Service
-	clock  Clock
-	log    *slog.Logger
-	mux    *http.ServeMux
-	ctx    context.Context // ends with Close
-	cancel context.CancelFunc
+	svc     *service.Service
+	clock   Clock
+	auth    Authorizer
+	metrics http.Handler
+	log     *slog.Logger
+	mux     *http.ServeMux
+	ctx     context.Context // ends with Close
+	cancel  context.CancelFunc
 	// draining is closed by Drain: blocked acquires answer at once.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -55,7 +62,7 @@ type Server struct {
 // used by anything else while the server runs.
 func New(svc *service.Service, opts Options) *Server {
 	s := &Server{svc: svc, clock: opts.Clock, log: opts.Logger, kick: make(chan struct{}, 1),
-		waiters: map[string][]chan service.Event{}}
+		auth: opts.Authorizer, metrics: opts.Metrics, waiters: map[string][]chan service.Event{}}
 	if s.clock == nil {
 		s.clock = realClock{}
 	}
@@ -199,6 +206,17 @@ func (s *Server) run(ctx context.Context, c *call) {
 			c.res, c.err = nil, fmt.Errorf("operation %s panicked: %v", c.name, p)
 		}
 	}()
+	if c.name == "revoke" { // not a contract operation: no harness
+		err := s.svc.Revoke(ctx, s.tick(), c.args[0].(string), c.args[1].(string))
+		if code := lk.Code(err); code != "" {
+			c.res = "error: " + code
+		} else if err == nil {
+			c.res = "revoked"
+		} else {
+			c.err = err
+		}
+		return
+	}
 	op := append([]any{c.name, s.tick()}, c.args...)
 	res, err := harness.Run(ctx, s.svc, []any{op})
 	if err == nil {

@@ -436,3 +436,88 @@ func mustJSON(s string) any {
 	}
 	return v
 }
+
+// TestRevoke: revoke ends the holder's lease now and hands the lock over at
+// that instant; a blocked waiter is answered; the revoked holder is not
+// holder any more and its token is fenced out by the successor's.
+func TestRevoke(t *testing.T) {
+	f := start(t, 0)
+	f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L", "ttl": 100})
+	ch := f.acquireAsync(map[string]any{"client": "b", "lock": "L", "ttl": 30, "wait": 600})
+	f.waitQueued("b")
+	f.clock.Set(time.Unix(7, 0))
+	status, v := f.call("POST", "/v1/revoke", map[string]any{"client": "a", "lock": "L"})
+	if status != http.StatusOK {
+		t.Errorf("revoke: HTTP %d", status)
+	}
+	expect(t, v, `"revoked"`)
+	expect(t, receive(t, ch), `["granted", 2, 37]`)
+	status, v = f.call("POST", "/v1/revoke", map[string]any{"client": "a", "lock": "L"})
+	if status != http.StatusConflict {
+		t.Errorf("second revoke: HTTP %d", status)
+	}
+	expect(t, v, `"error: not holder"`)
+	f.call("POST", "/v1/write", map[string]any{"lock": "L", "key": "k", "value": "b", "token": 2})
+	_, v = f.call("POST", "/v1/write", map[string]any{"lock": "L", "key": "k", "value": "a", "token": 1})
+	expect(t, v, `"error: stale token"`)
+	status, _ = f.call("POST", "/v1/revoke", map[string]any{"client": "", "lock": "L"})
+	if status != http.StatusBadRequest {
+		t.Errorf("revoke without a client: HTTP %d", status)
+	}
+}
+
+// denyAll refuses everything but health, to check that every route asks.
+type denyAll struct{ asked []server.Access }
+
+func (d *denyAll) Authorize(r *http.Request, a server.Access) *server.Denial {
+	d.asked = append(d.asked, a)
+	if a.Op == "health" {
+		return nil
+	}
+	return &server.Denial{Status: http.StatusForbidden, Code: "forbidden"}
+}
+
+// TestAuthorizerAsked: every route consults the Authorizer with its
+// operation and client, and a refusal changes nothing.
+func TestAuthorizerAsked(t *testing.T) {
+	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "auth.db"), service.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &denyAll{}
+	srv := server.New(svc, server.Options{Authorizer: d, Metrics: http.NotFoundHandler()})
+	hs := httptest.NewServer(srv.Handler())
+	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	f := &fixture{t: t, url: hs.URL}
+	for _, c := range []struct {
+		method, path string
+		body         map[string]any
+		want         server.Access
+	}{
+		{"POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L", "ttl": 10}, server.Access{Op: "acquire", Client: "a"}},
+		{"POST", "/v1/renew", map[string]any{"client": "a", "lock": "L", "ttl": 10}, server.Access{Op: "renew", Client: "a"}},
+		{"POST", "/v1/release", map[string]any{"client": "a", "lock": "L"}, server.Access{Op: "release", Client: "a"}},
+		{"POST", "/v1/revoke", map[string]any{"client": "a", "lock": "L"}, server.Access{Op: "revoke", Client: "a"}},
+		{"POST", "/v1/write", map[string]any{"lock": "L", "key": "k", "value": "v", "token": 1}, server.Access{Op: "write"}},
+		{"GET", "/v1/read?lock=L&key=k", nil, server.Access{Op: "read"}},
+		{"GET", "/v1/inspect?lock=L", nil, server.Access{Op: "inspect"}},
+		{"GET", "/v1/status?client=a", nil, server.Access{Op: "status", Client: "a"}},
+		{"GET", "/v1/locks", nil, server.Access{Op: "locks"}},
+		{"GET", "/metrics", nil, server.Access{Op: "metrics"}},
+	} {
+		d.asked = nil
+		status, v := f.call(c.method, c.path, c.body)
+		if status != http.StatusForbidden || v != "error: forbidden" {
+			t.Errorf("%s %s: HTTP %d %v, want 403 error: forbidden", c.method, c.path, status, v)
+		}
+		if len(d.asked) != 1 || d.asked[0] != c.want {
+			t.Errorf("%s %s asked %+v, want %+v", c.method, c.path, d.asked, c.want)
+		}
+	}
+	if status, _ := f.call("GET", "/v1/health", nil); status != http.StatusOK {
+		t.Errorf("health: HTTP %d", status)
+	}
+	if st, _ := svc.Status(context.Background(), 0, "a"); st.Age != 0 {
+		t.Errorf("a refused acquire registered the client: %+v", st)
+	}
+}

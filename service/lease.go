@@ -73,6 +73,27 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 	return out, err
 }
 
+// Revoke ends client's live lease on lock now, as a release by the holder
+// would: the lock is handed over at ts (L3, S3) and the next grant's higher
+// token fences out the revoked holder. It returns lk.ErrNotHolder when client
+// holds no live lease on lock. Who may revoke is the server's business.
+func (s *Service) Revoke(ctx context.Context, ts int64, client, lock string) error {
+	return s.withTx(ctx, ts, func(tx *repo.Tx) error {
+		if err := checkNames(client, lock); err != nil {
+			return err
+		}
+		deleted, err := repo.LeaseDelete(tx, lock, client)
+		if err != nil {
+			return err
+		}
+		if !deleted {
+			return lk.ErrNotHolder
+		}
+		s.events = append(s.events, Event{Kind: EventRevoked, Client: client, Lock: lock})
+		return s.promote(tx, lock, ts)
+	})
+}
+
 // Inspect returns lock's holders and queue (S4); a lock nobody has used has
 // neither.
 func (s *Service) Inspect(ctx context.Context, ts int64, lock string) (lk.Inspection, error) {

@@ -227,6 +227,8 @@ const (
 	EventAborted
 	// EventWithdrawn: the client's queued request was withdrawn by a release.
 	EventWithdrawn
+	// EventRevoked: the client's lease was ended by Revoke.
+	EventRevoked
 )
 
 // Event is a change to a waiting client that no request of its own caused

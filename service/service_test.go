@@ -2,11 +2,13 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -92,5 +94,27 @@ func TestGroupCommit(t *testing.T) {
 	}
 	if len(in.Holders) != 1 || in.Holders[0].Client != "b" || in.Holders[0].Token != 2 || in.Holders[0].ExpiresAt != 11 {
 		t.Errorf("after reopening: %+v, want b holding token 2 until 11", in)
+	}
+}
+
+// TestRevoke: revoking ends the lease at once and hands the lock over at
+// that instant with a higher token; revoking a non-holder changes nothing.
+func TestRevoke(t *testing.T) {
+	ctx := context.Background()
+	svc := testutil.OpenService(t, repo.MemoryPath)
+	svc.Acquire(ctx, 0, "a", "L", 100, lk.Exclusive)
+	svc.Acquire(ctx, 1, "b", "L", 30, lk.Exclusive)
+	if err := svc.Revoke(ctx, 5, "b", "L"); !errors.Is(err, lk.ErrNotHolder) {
+		t.Errorf("revoking a waiter: %v, want not holder", err)
+	}
+	if err := svc.Revoke(ctx, 7, "a", "L"); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := svc.Inspect(ctx, 7, "L")
+	if len(in.Holders) != 1 || in.Holders[0] != (lk.Holder{Client: "b", Mode: lk.Exclusive, Token: 2, ExpiresAt: 37}) {
+		t.Errorf("after revoke: %+v, want b holding token 2 from 7 to 37", in)
+	}
+	if _, err := svc.Renew(ctx, 8, "a", "L", 10); !errors.Is(err, lk.ErrNotHolder) {
+		t.Errorf("the revoked holder renewed: %v", err)
 	}
 }

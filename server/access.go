@@ -1,0 +1,38 @@
+package server
+
+import "net/http"
+
+// Access is what a request asks to do, for an Authorizer to judge.
+type Access struct {
+	// Op is the operation: acquire, renew, release, revoke, write, read,
+	// inspect, status, locks, health or metrics.
+	Op string
+	// Client is the client id the request acts as (acquire, renew, release,
+	// revoke) or asks about (status); "" for the others.
+	Client string
+}
+
+// Denial refuses a request: the HTTP status (401 or 403) and the error code
+// the body carries after "error: ".
+type Denial struct {
+	Status int
+	Code   string
+}
+
+// Authorizer decides who may do what. It runs before the operation, so a
+// refused request changes nothing.
+type Authorizer interface {
+	Authorize(r *http.Request, a Access) *Denial
+}
+
+// allowed runs the authorizer, answering the request itself when it refuses.
+func (s *Server) allowed(w http.ResponseWriter, r *http.Request, a Access) bool {
+	if s.auth == nil {
+		return true
+	}
+	if d := s.auth.Authorize(r, a); d != nil {
+		reply(w, d.Status, "error: "+d.Code)
+		return false
+	}
+	return true
+}
