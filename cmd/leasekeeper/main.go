@@ -41,7 +41,7 @@ overwrite its successor.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newBenchCmd(), newServeCmd())
+	root.AddCommand(newRunCmd(), newBenchCmd(), newServeCmd(), newBackupCmd())
 	root.AddCommand(clientCommands()...)
 	return root
 }
