@@ -10,6 +10,12 @@ func StoreFenceRaise(tx *Tx, lock string, token int64) (accepted bool, err error
 	return n == 1, err
 }
 
+// StoreFenceGet returns the highest token the store accepted for lock (0 if none).
+func StoreFenceGet(tx *Tx, lock string) (int64, error) {
+	v, _, err := tx.rowInt(`SELECT highest_token FROM store_fences WHERE lock = ?`, lock)
+	return v, err
+}
+
 // StoreValuePut stores value as the last accepted one for (lock, key).
 func StoreValuePut(tx *Tx, lock, key, value string, token, now int64) error {
 	_, err := tx.exec(`INSERT INTO store_values (lock, key, value, token, written_at) VALUES (?, ?, ?, ?, ?)

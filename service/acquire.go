@@ -60,6 +60,8 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 			return lk.AcquireResult{}, err
 		}
 		s.noteExpiry(l.ExpiresAt)
+		s.events = append(s.events, Event{Kind: EventGranted, Client: client, Lock: lock, At: ts,
+			Token: l.Token, ExpiresAt: l.ExpiresAt})
 		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, ExpiresAt: l.ExpiresAt}, nil
 	}
 	// D3-D5. A cycle through the requester needs an edge into it (somebody
@@ -69,6 +71,7 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 	// entry is written, so that a requester that is itself the victim is
 	// never queued.
 	victim, victimWaits := "", ""
+	var cycle []string
 	if st.Awaited {
 		possible, err := repo.LockHoldersWaiting(tx, lock)
 		if err != nil {
@@ -79,11 +82,11 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 			if err != nil {
 				return lk.AcquireResult{}, err
 			}
-			victim, victimWaits = youngestOnCycle(client, edges)
+			victim, victimWaits, cycle = youngestOnCycle(client, edges)
 		}
 	}
 	if victim == client {
-		if err := s.abort(tx, client, "", ts); err != nil {
+		if err := s.abort(tx, client, "", ts, cycle); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		return lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{client}}, nil
@@ -99,7 +102,7 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 	if victim == "" {
 		return res, nil
 	}
-	if err := s.abort(tx, victim, victimWaits, ts); err != nil {
+	if err := s.abort(tx, victim, victimWaits, ts, cycle); err != nil {
 		return lk.AcquireResult{}, err
 	}
 	return s.resolveDeadlocks(tx, ts, client, lock, []string{victim})

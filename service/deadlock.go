@@ -1,6 +1,9 @@
 package service
 
 import (
+	"cmp"
+	"slices"
+
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
@@ -27,11 +30,11 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victim
 		if err != nil {
 			return lk.AcquireResult{}, err
 		}
-		victim, waitingFor := youngestOnCycle(r, edges)
+		victim, waitingFor, cycle := youngestOnCycle(r, edges)
 		if victim == "" {
 			break
 		}
-		if err := s.abort(tx, victim, waitingFor, ts); err != nil {
+		if err := s.abort(tx, victim, waitingFor, ts, cycle); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		victims = append(victims, victim)
@@ -53,8 +56,9 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victim
 
 // youngestOnCycle returns the client of largest age among C (D4.1-2): the
 // clients reachable from r that can also reach r, given the edges of a walk
-// from r, and the lock it waits for. It returns "" when r is on no cycle.
-func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string) {
+// from r, the lock it waits for, and C itself, by age. It returns "" when r is
+// on no cycle.
+func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string, cycle []string) {
 	into := map[string][]string{}
 	age := map[string]int64{}
 	waiting := map[string]string{}
@@ -63,7 +67,7 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string
 		age[e.To], waiting[e.To] = e.ToAge, e.ToWaiting
 	}
 	if len(into[r]) == 0 {
-		return "", ""
+		return "", "", nil
 	}
 	// Every edge starts at a client the walk reached from r, so the clients
 	// found backwards from r are exactly C.
@@ -83,14 +87,19 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string
 			}
 		}
 	}
-	return victim, waiting[victim]
+	for n := range seen {
+		cycle = append(cycle, n)
+	}
+	slices.SortFunc(cycle, func(a, b string) int { return cmp.Compare(age[a], age[b]) })
+	return victim, waiting[victim], cycle
 }
 
 // abort removes victim, which waits for lock ("" for none), from the system
 // (D4.3): its queue entry first, then its leases in ascending lock-name
 // order, running S3 after each, with grants starting at ts; then it is
 // unregistered. The fenced store and the fencing counters are untouched.
-func (s *Service) abort(tx *repo.Tx, victim, lock string, ts int64) error {
+// cycle is C when the victim was chosen, for the event.
+func (s *Service) abort(tx *repo.Tx, victim, lock string, ts int64, cycle []string) error {
 	if lock != "" {
 		if err := repo.QueueDeleteClient(tx, victim); err != nil {
 			return err
@@ -115,6 +124,6 @@ func (s *Service) abort(tx *repo.Tx, victim, lock string, ts int64) error {
 		}
 	}
 	s.unregister = true
-	s.events = append(s.events, Event{Kind: EventAborted, Client: victim, Lock: lock})
+	s.events = append(s.events, Event{Kind: EventAborted, Client: victim, Lock: lock, At: ts, Cycle: cycle})
 	return repo.ClientDelete(tx, victim)
 }

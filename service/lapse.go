@@ -118,6 +118,8 @@ func (h *handOver) run() error {
 	for h.pending.Len() > 0 {
 		l := heap.Pop(&h.pending).(repo.Lease)
 		h.count(l.Mode, -1)
+		h.s.events = append(h.s.events, Event{Kind: EventLapsed, Client: l.Client, Lock: l.Lock,
+			At: l.ExpiresAt, Token: l.Token, ExpiresAt: l.ExpiresAt})
 		if err := h.grantHeads(l.ExpiresAt); err != nil {
 			return err
 		}
@@ -143,7 +145,7 @@ func (h *handOver) grantHeads(at int64) error {
 			GrantedAt: at, ExpiresAt: lk.AddTime(at, head.TTL)}
 		h.count(l.Mode, +1)
 		h.s.events = append(h.s.events, Event{Kind: EventGranted, Client: l.Client, Lock: l.Lock,
-			Token: l.Token, ExpiresAt: l.ExpiresAt})
+			At: at, Token: l.Token, ExpiresAt: l.ExpiresAt, FromQueue: true})
 		if l.ExpiresAt <= h.lapseBy {
 			heap.Push(&h.pending, l)
 		} else {

@@ -28,6 +28,8 @@ func (s *Service) Renew(ctx context.Context, ts int64, client, lock string, ttl 
 			return lk.ErrNotHolder
 		}
 		s.noteExpiry(exp)
+		s.events = append(s.events, Event{Kind: EventRenewed, Client: client, Lock: lock, At: ts,
+			Token: token, ExpiresAt: exp})
 		out = lk.Lease{Token: token, ExpiresAt: exp}
 		return nil
 	})
@@ -49,6 +51,7 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 		}
 		if deleted {
 			out = lk.Released
+			s.events = append(s.events, Event{Kind: EventReleased, Client: client, Lock: lock, At: ts})
 			err = s.promote(tx, lock, ts)
 			return err
 		}
@@ -66,7 +69,7 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 			return err
 		}
 		out = lk.Withdrawn
-		s.events = append(s.events, Event{Kind: EventWithdrawn, Client: client, Lock: lock})
+		s.events = append(s.events, Event{Kind: EventWithdrawn, Client: client, Lock: lock, At: ts})
 		err = s.promote(tx, lock, ts)
 		return err
 	})
@@ -89,7 +92,7 @@ func (s *Service) Revoke(ctx context.Context, ts int64, client, lock string) err
 		if !deleted {
 			return lk.ErrNotHolder
 		}
-		s.events = append(s.events, Event{Kind: EventRevoked, Client: client, Lock: lock})
+		s.events = append(s.events, Event{Kind: EventRevoked, Client: client, Lock: lock, At: ts})
 		return s.promote(tx, lock, ts)
 	})
 }

@@ -217,28 +217,43 @@ func (s *Service) Group(ctx context.Context, fn func()) (err error) {
 	return err
 }
 
-// EventKind says what happened to a waiting client.
+// EventKind says what happened.
 type EventKind int
 
 const (
-	// EventGranted: the client's queued request became a lease.
+	// EventGranted: a lease was granted, on the spot or (FromQueue) to a
+	// waiter, starting at At.
 	EventGranted EventKind = iota + 1
-	// EventAborted: the client was aborted as a deadlock victim (D4).
+	// EventAborted: the client was aborted as a deadlock victim (D4); Cycle
+	// holds the clients on cycles through the requester when it was chosen.
 	EventAborted
 	// EventWithdrawn: the client's queued request was withdrawn by a release.
 	EventWithdrawn
 	// EventRevoked: the client's lease was ended by Revoke.
 	EventRevoked
+	// EventLapsed: the client's lease with Token ran out at At (L1).
+	EventLapsed
+	// EventReleased: the holder released its lease.
+	EventReleased
+	// EventRenewed: the holder renewed; ExpiresAt is the new expiry.
+	EventRenewed
+	// EventStaleWrite: the fenced store refused a write with Token, lower
+	// than Highest (L6).
+	EventStaleWrite
 )
 
-// Event is a change to a waiting client that no request of its own caused
-// directly: what a server needs to answer a blocked acquire.
+// Event is something the service did, reported after its transaction
+// committed: what a server needs to answer blocked acquires, count and log.
 type Event struct {
 	Kind      EventKind
 	Client    string
 	Lock      string
-	Token     int64 // EventGranted
-	ExpiresAt int64 // EventGranted
+	At        int64 // the instant it happened (a hand-over's instant, not the noticing operation's ts)
+	Token     int64
+	ExpiresAt int64
+	FromQueue bool     // EventGranted
+	Cycle     []string // EventAborted
+	Highest   int64    // EventStaleWrite
 }
 
 // Notify sets the function that receives, after each committed transaction,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
@@ -83,8 +84,13 @@ func TestGroupCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(notified) != 1 || len(notified[0]) != 1 || notified[0][0].Kind != service.EventGranted || notified[0][0].Client != "b" {
-		t.Errorf("events after the commit = %+v, want b granted", notified)
+	want := []service.Event{
+		{Kind: service.EventGranted, Client: "a", Lock: "L", At: 0, Token: 1, ExpiresAt: 10},
+		{Kind: service.EventReleased, Client: "a", Lock: "L", At: 1},
+		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 1, Token: 2, ExpiresAt: 11, FromQueue: true},
+	}
+	if len(notified) != 1 || !reflect.DeepEqual(notified[0], want) {
+		t.Errorf("events after the commit = %+v, want one batch %+v", notified, want)
 	}
 	svc.Close()
 	again := testutil.OpenService(t, path)
@@ -116,5 +122,46 @@ func TestRevoke(t *testing.T) {
 	}
 	if _, err := svc.Renew(ctx, 8, "a", "L", 10); !errors.Is(err, lk.ErrNotHolder) {
 		t.Errorf("the revoked holder renewed: %v", err)
+	}
+}
+
+// TestEvents: lapses and hand-overs are reported at their own instants, a
+// refused write with the highest token, a deadlock abort with its cycle.
+func TestEvents(t *testing.T) {
+	ctx := context.Background()
+	svc := testutil.OpenService(t, repo.MemoryPath)
+	var got []service.Event
+	svc.Notify(func(es []service.Event) { got = append(got, es...) })
+	svc.Acquire(ctx, 0, "a", "L", 10, lk.Exclusive)
+	svc.Acquire(ctx, 1, "b", "L", 5, lk.Exclusive)
+	got = nil
+	svc.Status(ctx, 100, "a") // a lapses at 10, b holds [10, 15) and lapses at 15
+	want := []service.Event{
+		{Kind: service.EventLapsed, Client: "a", Lock: "L", At: 10, Token: 1, ExpiresAt: 10},
+		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 10, Token: 2, ExpiresAt: 15, FromQueue: true},
+		{Kind: service.EventLapsed, Client: "b", Lock: "L", At: 15, Token: 2, ExpiresAt: 15},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("lapse chain events = %+v\nwant %+v", got, want)
+	}
+	svc.Write(ctx, 100, "L", "k", "v", 2)
+	got = nil
+	svc.Write(ctx, 100, "L", "k", "w", 1)
+	if len(got) != 1 || got[0].Kind != service.EventStaleWrite || got[0].Token != 1 || got[0].Highest != 2 {
+		t.Errorf("stale write events = %+v", got)
+	}
+	svc.Acquire(ctx, 101, "x", "M1", 100, lk.Exclusive)
+	svc.Acquire(ctx, 101, "y", "M2", 100, lk.Exclusive)
+	svc.Acquire(ctx, 101, "y", "M1", 100, lk.Exclusive)
+	got = nil
+	svc.Acquire(ctx, 101, "x", "M2", 100, lk.Exclusive)
+	var aborted *service.Event
+	for i := range got {
+		if got[i].Kind == service.EventAborted {
+			aborted = &got[i]
+		}
+	}
+	if aborted == nil || aborted.Client != "y" || !reflect.DeepEqual(aborted.Cycle, []string{"x", "y"}) {
+		t.Errorf("deadlock events = %+v, want y aborted on the cycle [x y]", got)
 	}
 }

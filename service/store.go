@@ -24,6 +24,11 @@ func (s *Service) Write(ctx context.Context, ts int64, lock, key, value string, 
 			return err
 		}
 		if !accepted {
+			highest, err := repo.StoreFenceGet(tx, lock)
+			if err != nil {
+				return err
+			}
+			s.events = append(s.events, Event{Kind: EventStaleWrite, Lock: lock, At: ts, Token: token, Highest: highest})
 			return lk.ErrStaleToken
 		}
 		return repo.StoreValuePut(tx, lock, key, value, token, ts)
