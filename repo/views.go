@@ -129,3 +129,11 @@ func LocksActive(tx *Tx) ([]lk.LockSummary, error) {
 	}
 	return out, err
 }
+
+// LocksCounts returns how many locks have holders and how many queue entries
+// there are: a pass over the live state, for metrics.
+func LocksCounts(tx *Tx) (held, waiting int64, err error) {
+	_, err = tx.row(`SELECT (SELECT count(DISTINCT lock) FROM leases), (SELECT count(*) FROM queue_entries)`,
+		nil, &held, &waiting)
+	return held, waiting, err
+}

@@ -31,6 +31,9 @@ func (s *Server) allowed(w http.ResponseWriter, r *http.Request, a Access) bool 
 		return true
 	}
 	if d := s.auth.Authorize(r, a); d != nil {
+		if s.obs != nil {
+			s.obs.Denied(r, a, d)
+		}
 		reply(w, d.Status, "error: "+d.Code)
 		return false
 	}

@@ -32,6 +32,9 @@ type Options struct {
 	Authorizer Authorizer
 	// Metrics, when set, is served at GET /metrics (after the Authorizer).
 	Metrics http.Handler
+	// Observer, when set, is told about events, requests, commits and
+	// refusals.
+	Observer Observer
 }
 
 // Server is the HTTP front of one service.
@@ -40,6 +43,7 @@ type Server struct {
 	clock   Clock
 	auth    Authorizer
 	metrics http.Handler
+	obs     Observer
 	log     *slog.Logger
 	mux     *http.ServeMux
 	ctx     context.Context // ends with Close
@@ -62,7 +66,7 @@ type Server struct {
 // used by anything else while the server runs.
 func New(svc *service.Service, opts Options) *Server {
 	s := &Server{svc: svc, clock: opts.Clock, log: opts.Logger, kick: make(chan struct{}, 1),
-		auth: opts.Authorizer, metrics: opts.Metrics, waiters: map[string][]chan service.Event{}}
+		auth: opts.Authorizer, metrics: opts.Metrics, obs: opts.Observer, waiters: map[string][]chan service.Event{}}
 	if s.clock == nil {
 		s.clock = realClock{}
 	}
@@ -85,7 +89,15 @@ func New(svc *service.Service, opts Options) *Server {
 }
 
 // Handler returns the HTTP handler of the API.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.observed(s.mux) }
+
+// Counts returns how many locks have holders and how many clients wait, now:
+// for a metrics gauge. It costs a pass over the live leases and queue.
+func (s *Server) Counts(ctx context.Context) (held, waiting int64, err error) {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	return s.svc.Counts(ctx, s.tick())
+}
 
 // Drain makes blocked acquires answer at once with their current state, for
 // a graceful shutdown: call it, let the HTTP server finish its requests, then
@@ -181,11 +193,15 @@ func (s *Server) commitLoop() {
 		// statement cut off half-way would only turn into an error.
 		ctx := context.WithoutCancel(s.ctx)
 		s.opMu.Lock()
+		start := time.Now()
 		err := s.svc.Group(ctx, func() {
 			for _, c := range group {
 				s.run(ctx, c)
 			}
 		})
+		if s.obs != nil {
+			s.obs.Commit(len(group), time.Since(start))
+		}
 		s.opMu.Unlock()
 		for _, c := range group {
 			if err != nil {
@@ -266,6 +282,9 @@ func (s *Server) lapseLoop() {
 // dispatch wakes the blocked acquires of the clients in events. It runs with
 // the service locked, so it only hands the events over.
 func (s *Server) dispatch(events []service.Event) {
+	if s.obs != nil {
+		s.obs.Events(events)
+	}
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
 	for _, e := range events {

@@ -286,6 +286,16 @@ func (s *Service) Locks(ctx context.Context, ts int64) ([]lk.LockSummary, error)
 	return out, err
 }
 
+// Counts returns how many locks have holders and how many clients wait, at ts.
+func (s *Service) Counts(ctx context.Context, ts int64) (held, waiting int64, err error) {
+	err = s.withTx(ctx, ts, func(tx *repo.Tx) error {
+		var err error
+		held, waiting, err = repo.LocksCounts(tx)
+		return err
+	})
+	return held, waiting, err
+}
+
 // Position returns client's place in the queue of the lock it waits for
 // (1 = next), or 0 when it waits for none, at ts.
 func (s *Service) Position(ctx context.Context, ts int64, client string) (int64, error) {

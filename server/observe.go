@@ -1,0 +1,61 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/service"
+)
+
+// Observer is told what the server does, for metrics and the audit log.
+// Its methods must be quick and must not call the server or the service.
+type Observer interface {
+	// Events gets what each committed transaction did, in order.
+	Events(events []service.Event)
+	// Request gets each HTTP request's operation, status and duration.
+	Request(op string, status int, d time.Duration)
+	// Commit gets each group commit: how many operations, how long.
+	Commit(ops int, d time.Duration)
+	// Denied gets each request the Authorizer refused.
+	Denied(r *http.Request, a Access, d *Denial)
+}
+
+// statusWriter remembers the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// observed wraps h to report every request to the observer.
+func (s *Server) observed(h http.Handler) http.Handler {
+	if s.obs == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		s.obs.Request(opOf(r.URL.Path), sw.status, time.Since(start))
+	})
+}
+
+// opOf names a request's operation by its path, with a bounded set of names
+// (metrics labels must not grow with what callers send).
+func opOf(path string) string {
+	switch {
+	case path == "/metrics":
+		return "metrics"
+	case strings.HasPrefix(path, "/v1/"):
+		switch op := strings.TrimPrefix(path, "/v1/"); op {
+		case "acquire", "renew", "release", "revoke", "write", "read", "inspect", "status", "locks", "health":
+			return op
+		}
+	}
+	return "other"
+}

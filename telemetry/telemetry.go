@@ -1,0 +1,162 @@
+// Package telemetry turns what the server does into Prometheus metrics and
+// an audit log. It implements server.Observer: the server tells it about
+// committed events, requests, group commits and refused requests.
+//
+// The audit log is JSON lines through log/slog, one line per grant, lapse
+// (naming the lapsed holder and its token), release, withdrawal, revocation,
+// deadlock abort (with the cycle found), refused stale write and refused
+// request. No bearer token ever reaches it: the server hands over what was
+// asked, never the credentials.
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/leasekeeper/leasekeeper/server"
+	"github.com/leasekeeper/leasekeeper/service"
+)
+
+// Counts reports how many locks have holders and how many clients wait, for
+// the gauges; *server.Server has it.
+type Counts func(ctx context.Context) (held, waiting int64, err error)
+
+// Telemetry is a server.Observer keeping metrics and writing the audit log.
+type Telemetry struct {
+	reg   *prometheus.Registry
+	audit *slog.Logger
+
+	grants, authFailures      *prometheus.CounterVec
+	lapses, releases          prometheus.Counter
+	withdrawals, renewals     prometheus.Counter
+	revocations, aborts       prometheus.Counter
+	staleWrites               prometheus.Counter
+	requests                  *prometheus.HistogramVec
+	commitSeconds, commitSize prometheus.Histogram
+}
+
+var _ server.Observer = (*Telemetry)(nil)
+
+// New returns telemetry writing the audit log to audit (nil: no audit log),
+// and reading the lock gauges through counts at each scrape.
+func New(audit *slog.Logger, counts Counts) *Telemetry {
+	t := &Telemetry{reg: prometheus.NewRegistry(), audit: audit}
+	f := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: "leasekeeper_" + name, Help: help})
+		t.reg.MustRegister(c)
+		return c
+	}
+	t.grants = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasekeeper_grants_total",
+		Help: "Leases granted, on the spot (source=immediate) or to a waiter (source=queue)."}, []string{"source"})
+	t.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasekeeper_auth_failures_total",
+		Help: "Requests refused by the authorizer, by HTTP status."}, []string{"status"})
+	t.lapses = f("lapses_total", "Leases that ran out (retired at their expiry).")
+	t.releases = f("releases_total", "Leases released by their holder.")
+	t.withdrawals = f("withdrawals_total", "Queued requests withdrawn by a release.")
+	t.renewals = f("renewals_total", "Leases renewed.")
+	t.revocations = f("revocations_total", "Leases ended by an administrator's revoke.")
+	t.aborts = f("deadlock_aborts_total", "Clients aborted as deadlock victims.")
+	t.staleWrites = f("stale_writes_total", "Fenced-store writes refused for a stale token.")
+	t.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "leasekeeper_request_duration_seconds",
+		Help: "HTTP request latency by operation and status code.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)},
+		[]string{"op", "code"})
+	t.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "leasekeeper_commit_duration_seconds",
+		Help: "Time of each group commit: its operations and the sync to disk.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)})
+	t.commitSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "leasekeeper_commit_operations",
+		Help: "Operations per group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
+	t.reg.MustRegister(t.grants, t.authFailures, t.requests, t.commitSeconds, t.commitSize,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if counts != nil {
+		gauge := func(name, help string, pick func(held, waiting int64) int64) {
+			t.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_" + name, Help: help},
+				func() float64 {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					held, waiting, err := counts(ctx)
+					if err != nil {
+						return -1
+					}
+					return float64(pick(held, waiting))
+				}))
+		}
+		gauge("locks_held", "Locks with at least one holder.", func(h, _ int64) int64 { return h })
+		gauge("waiters", "Clients waiting in a queue.", func(_, w int64) int64 { return w })
+	}
+	return t
+}
+
+// Handler serves the metrics in Prometheus's text format.
+func (t *Telemetry) Handler() http.Handler {
+	return promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{})
+}
+
+// Events counts and logs what a committed transaction did.
+func (t *Telemetry) Events(events []service.Event) {
+	for _, e := range events {
+		switch e.Kind {
+		case service.EventGranted:
+			source := "immediate"
+			if e.FromQueue {
+				source = "queue"
+			}
+			t.grants.WithLabelValues(source).Inc()
+			t.log("grant", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("token", e.Token),
+				slog.Int64("at", e.At), slog.Int64("expires_at", e.ExpiresAt), slog.String("source", source))
+		case service.EventLapsed:
+			t.lapses.Inc()
+			t.log("lapse", slog.String("lock", e.Lock), slog.String("holder", e.Client), slog.Int64("token", e.Token),
+				slog.Int64("at", e.At))
+		case service.EventReleased:
+			t.releases.Inc()
+			t.log("release", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("at", e.At))
+		case service.EventWithdrawn:
+			t.withdrawals.Inc()
+			t.log("withdraw", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("at", e.At))
+		case service.EventRevoked:
+			t.revocations.Inc()
+			t.log("revoke", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("at", e.At))
+		case service.EventAborted:
+			t.aborts.Inc()
+			t.log("deadlock_abort", slog.String("client", e.Client), slog.String("waiting_for", e.Lock),
+				slog.Any("cycle", e.Cycle), slog.Int64("at", e.At))
+		case service.EventStaleWrite:
+			t.staleWrites.Inc()
+			t.log("stale_write", slog.String("lock", e.Lock), slog.Int64("token", e.Token),
+				slog.Int64("highest", e.Highest), slog.Int64("at", e.At))
+		case service.EventRenewed:
+			t.renewals.Inc()
+		}
+	}
+}
+
+// Request records an HTTP request's latency.
+func (t *Telemetry) Request(op string, status int, d time.Duration) {
+	t.requests.WithLabelValues(op, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// Commit records a group commit.
+func (t *Telemetry) Commit(ops int, d time.Duration) {
+	t.commitSeconds.Observe(d.Seconds())
+	t.commitSize.Observe(float64(ops))
+}
+
+// Denied counts and logs a refused request: what was asked and by whom (the
+// remote address), never the credentials.
+func (t *Telemetry) Denied(r *http.Request, a server.Access, d *server.Denial) {
+	t.authFailures.WithLabelValues(strconv.Itoa(d.Status)).Inc()
+	t.log("auth_failure", slog.String("op", a.Op), slog.String("client", a.Client), slog.Int("status", d.Status),
+		slog.String("code", d.Code), slog.String("remote", r.RemoteAddr))
+}
+
+func (t *Telemetry) log(msg string, attrs ...slog.Attr) {
+	if t.audit != nil {
+		t.audit.LogAttrs(context.Background(), slog.LevelInfo, msg, attrs...)
+	}
+}
