@@ -16,6 +16,7 @@ const (
 	pathAcquire = "/v1/acquire"
 	pathRenew   = "/v1/renew"
 	pathRelease = "/v1/release"
+	pathRevoke  = "/v1/revoke"
 	pathWrite   = "/v1/write"
 	pathRead    = "/v1/read"
 	pathInspect = "/v1/inspect"
@@ -67,6 +68,14 @@ func RenewCall(client, lock string, ttl time.Duration) Call {
 // ReleaseCall is POST /v1/release.
 func ReleaseCall(client, lock string) Call {
 	return Call{Method: http.MethodPost, Path: pathRelease, Body: struct {
+		Client string `json:"client"`
+		Lock   string `json:"lock"`
+	}{client, lock}}
+}
+
+// RevokeCall is POST /v1/revoke: client's lease on lock ends now.
+func RevokeCall(client, lock string) Call {
+	return Call{Method: http.MethodPost, Path: pathRevoke, Body: struct {
 		Client string `json:"client"`
 		Lock   string `json:"lock"`
 	}{client, lock}}
@@ -153,6 +162,29 @@ func (c *Client) Release(ctx context.Context, client, lock string) (ReleaseOutco
 		return "", fmt.Errorf("%s: unexpected answer %.200s", res.path, res.JSON)
 	}
 	return out, nil
+}
+
+// Revoke ends client's live lease on lock now, as the holder's release
+// would: the lock is handed over at this instant, and the next grant's higher
+// token fences the revoked holder out of the store. The holder's *Lease
+// learns it at its next renew (ErrNotHolder). It is not a contract
+// operation; with an auth file only admins may revoke. The arguments come in
+// the order of Renew and Release: client, then lock. Errors: an *Error with ErrNotHolder when
+// client holds no live lease on lock, ErrForbidden when the principal is not
+// an admin, ErrUnauthenticated without a valid token.
+func (c *Client) Revoke(ctx context.Context, client, lock string) error {
+	res, err := c.call(ctx, RevokeCall(client, lock))
+	if err != nil {
+		return err
+	}
+	var out string
+	if err := decode(res, &out); err != nil {
+		return err
+	}
+	if out != "revoked" {
+		return fmt.Errorf("%s: unexpected answer %.200s", res.path, res.JSON)
+	}
+	return nil
 }
 
 // Write stores value under (lock, key) in the fenced store if token is at

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,8 +14,10 @@ import (
 
 // Client talks to one leasekeeper server. It is safe for concurrent use.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
+	token string      // the bearer token, "" for none
+	tls   *tls.Config // from WithTLSConfig, applied by New
 }
 
 // Option configures New.
@@ -28,13 +31,36 @@ func WithHTTPClient(hc *http.Client) Option {
 }
 
 // New returns a Client for the server at baseURL, e.g. "http://127.0.0.1:7070"
-// (the API's paths, /v1/..., are appended to it).
+// or "https://locks.example:7070" (the API's paths, /v1/..., are appended to
+// it).
 func New(baseURL string, opts ...Option) *Client {
 	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: http.DefaultClient}
 	for _, o := range opts {
 		o(c)
 	}
+	if c.tls != nil {
+		c.hc = withTLS(c.hc, c.tls)
+	}
 	return c
+}
+
+// withTLS returns a copy of hc whose transport, a clone of hc's (or of
+// http.DefaultTransport), uses cfg. A transport that is not an
+// *http.Transport is left as it is.
+func withTLS(hc *http.Client, cfg *tls.Config) *http.Client {
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	t, ok := rt.(*http.Transport)
+	if !ok {
+		return hc
+	}
+	t = t.Clone()
+	t.TLSClientConfig = cfg.Clone()
+	out := *hc
+	out.Transport = t
+	return &out
 }
 
 // BaseURL is the server's URL as given to New, without a trailing slash.
@@ -85,6 +111,9 @@ func (c *Client) Do(ctx context.Context, call Call) (*Result, error) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err

@@ -30,8 +30,12 @@
 // (ErrDeadlock). Any other error means no answer was obtained: the server
 // was unreachable, ctx ended, or what answered did not speak the API.
 //
-// The single-request methods (Renew, Release, Inspect, Status, Locks, Write,
-// Read) decode the contract's result; Do sends any Call and returns the
+// A server started with --auth-file wants a bearer token, WithBearerToken;
+// one with a certificate from a private CA is reached at an https:// URL
+// with WithTLSConfig (LoadCAFile builds the configuration from a PEM file).
+//
+// The single-request methods (Renew, Release, Revoke, Inspect, Status, Locks,
+// Write, Read) decode the contract's result; Do sends any Call and returns the
 // result exactly as the server sent it, which is what the leasekeeper
 // command prints.
 package client

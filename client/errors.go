@@ -44,6 +44,12 @@ var (
 	// ErrShuttingDown: the server is stopping; another server (or this one,
 	// restarted) may answer a retry.
 	ErrShuttingDown = errors.New("shutting down")
+	// ErrUnauthenticated (401): a server with an auth file got no bearer
+	// token, or one it does not know (WithBearerToken). Nothing changed.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden (403): the token's principal may not do this operation, or
+	// may not act as this client id (docs/security.md). Nothing changed.
+	ErrForbidden = errors.New("forbidden")
 )
 
 // Acquire's answers other than a grant.
@@ -72,7 +78,8 @@ var codes = map[string]error{}
 
 func init() {
 	for _, err := range []error{ErrInvalidArguments, ErrInvalidTTL, ErrClientBusy, ErrNotHolder, ErrStaleToken,
-		ErrBodyTooLarge, ErrNotFound, ErrMethodNotAllowed, ErrInternal, ErrShuttingDown} {
+		ErrBodyTooLarge, ErrNotFound, ErrMethodNotAllowed, ErrInternal, ErrShuttingDown,
+		ErrUnauthenticated, ErrForbidden} {
 		codes[err.Error()] = err
 	}
 }

@@ -14,10 +14,10 @@ import (
 )
 
 // clientCommands are the commands that talk to a running server
-// (acquire, renew, release, inspect, status, locks, write, read, exec).
+// (acquire, renew, release, revoke, inspect, status, locks, write, read, exec).
 func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
-		newAcquireCmd(), newRenewCmd(), newReleaseCmd(), newInspectCmd(), newStatusCmd(),
+		newAcquireCmd(), newRenewCmd(), newReleaseCmd(), newRevokeCmd(), newInspectCmd(), newStatusCmd(),
 		newLocksCmd(), newWriteCmd(), newReadCmd(), newExecCmd(),
 	}
 }
@@ -35,6 +35,7 @@ const (
 const (
 	serverEnv     = "LEASEKEEPER_SERVER"
 	defaultServer = "http://127.0.0.1:7070"
+	authTokenEnv  = "LEASEKEEPER_AUTH_TOKEN"
 )
 
 // exitStatus asks for an exit status that main does not give (it exits 1 on
@@ -53,10 +54,13 @@ func (e exitStatus) Error() string {
 
 // clientCmd fills in what every client command shares: usage errors exit 2
 // (cobra's own argument and flag errors included), an exitStatus exits with
-// its code, and --server names the server.
+// its code, --server names the server, --auth-token is the bearer token and
+// --ca-file the certificate authorities trusted for https.
 func clientCmd(cmd *cobra.Command, nargs int, run func(cmd *cobra.Command, args []string, c *client.Client) error) *cobra.Command {
-	var server string
+	var server, authToken, caFile string
 	cmd.Flags().StringVar(&server, "server", "", "the server's URL (default $"+serverEnv+", else "+defaultServer+")")
+	cmd.Flags().StringVar(&authToken, "auth-token", "", "the bearer token for a server with an auth file (default $"+authTokenEnv+"; the environment keeps it out of ps)")
+	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM file of the certificate authorities to trust for an https server, instead of the system's")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	if cmd.Args == nil {
 		cmd.Args = func(_ *cobra.Command, args []string) error {
@@ -67,7 +71,11 @@ func clientCmd(cmd *cobra.Command, nargs int, run func(cmd *cobra.Command, args 
 		}
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		err := run(cmd, args, client.New(serverURL(server)))
+		c, err := newClient(server, authToken, caFile)
+		if err != nil {
+			return err
+		}
+		err = run(cmd, args, c)
 		var st exitStatus
 		if errors.As(err, &st) {
 			if st.err != nil {
@@ -80,9 +88,35 @@ func clientCmd(cmd *cobra.Command, nargs int, run func(cmd *cobra.Command, args 
 	return cmd
 }
 
+// newClient is the client of a command: the server of serverURL, the bearer
+// token of --auth-token (else $LEASEKEEPER_AUTH_TOKEN), and with --ca-file
+// only the certificate authorities in that file trusted. Never put the token
+// in an error: they are printed.
+func newClient(server, authToken, caFile string) (*client.Client, error) {
+	u := serverURL(server, caFile != "")
+	var opts []client.Option
+	if authToken == "" {
+		authToken = os.Getenv(authTokenEnv)
+	}
+	if authToken != "" {
+		opts = append(opts, client.WithBearerToken(authToken))
+	}
+	if caFile != "" {
+		if !strings.HasPrefix(u, "https://") {
+			return nil, usageError{fmt.Errorf("--ca-file is for an https:// server, not %s", u)}
+		}
+		cfg, err := client.LoadCAFile(caFile)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		opts = append(opts, client.WithTLSConfig(cfg))
+	}
+	return client.New(u, opts...), nil
+}
+
 // serverURL is --server, else $LEASEKEEPER_SERVER, else the default; a bare
-// host:port gets http://.
-func serverURL(flag string) string {
+// host:port gets http://, or https:// when tls (--ca-file) is asked for.
+func serverURL(flag string, tls bool) string {
 	u := flag
 	if u == "" {
 		u = os.Getenv(serverEnv)
@@ -91,7 +125,11 @@ func serverURL(flag string) string {
 		u = defaultServer
 	}
 	if !strings.Contains(u, "://") {
-		u = "http://" + u
+		if tls {
+			u = "https://" + u
+		} else {
+			u = "http://" + u
+		}
 	}
 	return u
 }
@@ -220,6 +258,31 @@ server.`,
 			return err
 		}
 		return printResult(cmd, c, client.ReleaseCall(clientID, args[0]))
+	})
+}
+
+func newRevokeCmd() *cobra.Command {
+	var clientID string
+	cmd := &cobra.Command{
+		Use:   "revoke LOCK --client ID",
+		Short: "End a client's lease now (admins only on a server with an auth file)",
+		Long: `revoke ends --client's lease on LOCK now, as the holder's release would, and
+prints "revoked". The lock is handed over at this instant to whoever waits,
+and the next grant's higher fencing token keeps the revoked holder out of the
+fenced store; the holder learns it at its next renew ("error: not holder").
+With an auth file on the server, only an admin's token may revoke.
+
+Exit status: 0 revoked; 1 an error result ("error: not holder" when the client
+holds no live lease on LOCK, "error: forbidden" for a token that is not an
+admin's, "error: unauthenticated" without a valid token); 2 usage; 3 no answer
+from the server.`,
+	}
+	cmd.Flags().StringVar(&clientID, "client", "", "the client whose lease ends (required)")
+	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		if err := required(cmd, "client"); err != nil {
+			return err
+		}
+		return printResult(cmd, c, client.RevokeCall(clientID, args[0]))
 	})
 }
 

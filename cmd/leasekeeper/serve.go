@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var dbPath, listen, cpuProfile string
+	var sec *securityFlags
 	cmd := &cobra.Command{
 		Use:   "serve [--db FILE] [--listen ADDR]",
 		Short: "Serve the lock service over HTTP on a durable SQLite file",
@@ -38,17 +38,22 @@ their current state, requests in flight finish, the database is closed.`,
 				}
 				defer stop()
 			}
-			return serve(cmd.Context(), cmd, dbPath, listen)
+			return serve(cmd.Context(), cmd, dbPath, listen, sec)
 		},
 	}
+	sec = addSecurityFlags(cmd)
 	cmd.Flags().StringVar(&dbPath, "db", "leasekeeper.db", "SQLite file holding the lock state")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free one)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the server's run to this file")
 	return cmd
 }
 
-func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen string) error {
+func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen string, sf *securityFlags) error {
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	sec, err := sf.setup(listen, log)
+	if err != nil {
+		return err
+	}
 	// FULL: WAL with synchronous=NORMAL survives a killed process but may
 	// lose the last commits on power loss; FULL syncs the WAL at every
 	// commit, so an acknowledged operation is on disk.
@@ -56,14 +61,14 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen string) error
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, err := sec.listen(listen)
 	if err != nil {
 		svc.Close()
-		return usageError{err}
+		return err
 	}
-	srv := server.New(svc, server.Options{Logger: log})
+	srv := server.New(svc, server.Options{Logger: log, Authorizer: sec.Authorizer})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on http://%s (database %s)\n", ln.Addr(), dbPath)
+	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), dbPath)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {

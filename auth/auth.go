@@ -1,0 +1,195 @@
+// Package auth authenticates and authorizes the requests of `leasekeeper
+// serve --auth-file` (docs/security.md).
+//
+// An auth file lists principals, each with the SHA-256 of its bearer token
+// (so the file holds no secret), a role, and for role client the glob
+// patterns of the client ids it may act as:
+//
+//	{"principals": [
+//	  {"name": "etl", "token_sha256": "<64 hex digits>", "clients": ["etl-*"], "role": "client"},
+//	  {"name": "ops", "token_sha256": "<64 hex digits>", "role": "admin"}
+//	]}
+//
+// Requests carry the token as "Authorization: Bearer TOKEN". An Authorizer
+// answers 401 "error: unauthenticated" to a request without a token, with a
+// malformed Authorization header, or with a token no principal has; and 403
+// "error: forbidden" when the principal's role may not do the operation, or
+// the request acts as (or, for a client's status, asks about) a client id
+// that none of its patterns matches. GET /v1/health is open to everyone,
+// token or not: it tells only that the server is up and its clock.
+//
+// What each role may do:
+//
+//	op                        client           reader   admin
+//	acquire, renew, release   own client ids   -        any client id
+//	revoke                    -                -        any client id
+//	write, read               yes              read     yes
+//	status                    own client ids   any      any
+//	inspect, locks, metrics   -                yes      yes
+//	health                    everyone, without a token
+//
+// Patterns follow path.Match: '*' matches any run of characters other than
+// '/', '?' one such character, '[...]' a class, '\\' escapes. So "etl-*"
+// matches "etl-a" but not "etl-a/b"; write "etl-*/*" for that.
+//
+// write and read name no client id in the API, so they cannot be limited to
+// a principal's own client ids: any client principal may write to any lock
+// of the fenced store with any token (docs/security.md says what that means).
+package auth
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/leasekeeper/leasekeeper/server"
+)
+
+// The error codes of an Authorizer's denials: the body is "error: " and the
+// code.
+const (
+	// CodeUnauthenticated (401): no bearer token, a malformed Authorization
+	// header, or a token that no principal has.
+	CodeUnauthenticated = "unauthenticated"
+	// CodeForbidden (403): the principal's role may not do the operation, or
+	// the client id is outside its patterns.
+	CodeForbidden = "forbidden"
+)
+
+// Authorizer is a server.Authorizer over the principals of an auth file. It
+// is safe for concurrent use.
+type Authorizer struct {
+	principals []Principal
+	log        *slog.Logger
+}
+
+var _ server.Authorizer = (*Authorizer)(nil)
+
+// New returns an Authorizer for principals (from Parse or LoadFile). Refusals
+// are logged to log, when it is not nil, with the principal's name, never a
+// token.
+func New(principals []Principal, log *slog.Logger) *Authorizer {
+	return &Authorizer{principals: principals, log: log}
+}
+
+// Principals returns how many principals a has.
+func (a *Authorizer) Principals() int { return len(a.principals) }
+
+// Allowed reports whether role may do op at all, whatever the client id; see
+// the package's table.
+func Allowed(role Role, op string) bool {
+	switch op {
+	case "health":
+		return true
+	case "acquire", "renew", "release", "write":
+		return role == RoleClient || role == RoleAdmin
+	case "read", "status":
+		return role == RoleClient || role == RoleReader || role == RoleAdmin
+	case "inspect", "locks", "metrics":
+		return role == RoleReader || role == RoleAdmin
+	case "revoke":
+		return role == RoleAdmin
+	}
+	return false // an operation this package does not know: only by a newer package
+}
+
+// Authorize implements server.Authorizer.
+func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denial {
+	if acc.Op == "health" {
+		return nil
+	}
+	p := a.authenticate(r)
+	if p == nil {
+		a.refuse(r, acc, nil, "no valid bearer token")
+		return &server.Denial{Status: http.StatusUnauthorized, Code: CodeUnauthenticated}
+	}
+	if !Allowed(p.Role, acc.Op) {
+		a.refuse(r, acc, p, "the role may not do this operation")
+		return &server.Denial{Status: http.StatusForbidden, Code: CodeForbidden}
+	}
+	if p.Role == RoleClient && actsAsClient(acc.Op) && !p.matches(acc.Client) {
+		a.refuse(r, acc, p, "the client id matches none of the principal's patterns")
+		return &server.Denial{Status: http.StatusForbidden, Code: CodeForbidden}
+	}
+	return nil
+}
+
+// actsAsClient reports whether op's Access.Client is limited to a client
+// principal's patterns: the client it acts as, or the one whose status it
+// asks.
+func actsAsClient(op string) bool {
+	switch op {
+	case "acquire", "renew", "release", "revoke", "status":
+		return true
+	}
+	return false
+}
+
+func (p *Principal) matches(client string) bool {
+	for _, pat := range p.Clients {
+		if ok, _ := path.Match(pat, client); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// authenticate returns the principal whose token the request carries, or
+// nil. The presented token's hash is compared with every principal's, in
+// constant time, so that the time taken tells nothing about which hash came
+// close.
+func (a *Authorizer) authenticate(r *http.Request) *Principal {
+	token, ok := bearer(r)
+	if !ok {
+		return nil
+	}
+	h := sha256.Sum256([]byte(token))
+	var found *Principal
+	for i := range a.principals {
+		if subtle.ConstantTimeCompare(h[:], a.principals[i].hash[:]) == 1 {
+			found = &a.principals[i]
+		}
+	}
+	return found
+}
+
+// bearer returns the token of the request's one "Authorization: Bearer
+// TOKEN" header (the scheme in any case, RFC 7235).
+func bearer(r *http.Request) (string, bool) {
+	vals := r.Header.Values("Authorization")
+	if len(vals) != 1 {
+		return "", false
+	}
+	scheme, token, ok := strings.Cut(strings.TrimSpace(vals[0]), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", false
+	}
+	for _, c := range token {
+		if c <= ' ' || c == 0x7f {
+			return "", false
+		}
+	}
+	return token, true
+}
+
+// refuse logs a refusal: who (the principal's name, never its token), what,
+// and why.
+func (a *Authorizer) refuse(r *http.Request, acc server.Access, p *Principal, why string) {
+	if a.log == nil {
+		return
+	}
+	attrs := []any{"op", acc.Op, "remote", r.RemoteAddr, "why", why}
+	if acc.Client != "" {
+		attrs = append(attrs, "client", acc.Client)
+	}
+	if p == nil {
+		a.log.Warn("request refused: unauthenticated", attrs...)
+		return
+	}
+	attrs = append(attrs, "principal", p.Name, "role", string(p.Role))
+	a.log.Warn("request refused: forbidden", attrs...)
+}
