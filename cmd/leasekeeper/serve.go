@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,10 +14,11 @@ import (
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/telemetry"
 )
 
 func newServeCmd() *cobra.Command {
-	var dbPath, listen, cpuProfile string
+	var dbPath, listen, cpuProfile, auditLog string
 	var sec *securityFlags
 	cmd := &cobra.Command{
 		Use:   "serve [--db FILE] [--listen ADDR]",
@@ -38,22 +40,41 @@ their current state, requests in flight finish, the database is closed.`,
 				}
 				defer stop()
 			}
-			return serve(cmd.Context(), cmd, dbPath, listen, sec)
+			return serve(cmd.Context(), cmd, dbPath, listen, auditLog, sec)
 		},
 	}
 	sec = addSecurityFlags(cmd)
 	cmd.Flags().StringVar(&dbPath, "db", "leasekeeper.db", "SQLite file holding the lock state")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free one)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the server's run to this file")
+	cmd.Flags().StringVar(&auditLog, "audit-log", "", "append the audit log (JSON lines) to this file instead of standard error")
 	return cmd
 }
 
-func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen string, sf *securityFlags) error {
+// openAudit returns the audit logger: JSON lines to path (appended, created
+// if missing) or, when path is empty, to standard error.
+func openAudit(cmd *cobra.Command, path string) (*slog.Logger, func() error, error) {
+	if path == "" {
+		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)), func() error { return nil }, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("--audit-log: %w", err)}
+	}
+	return slog.New(slog.NewJSONHandler(f, nil)), f.Close, nil
+}
+
+func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog string, sf *securityFlags) error {
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	sec, err := sf.setup(listen, log)
 	if err != nil {
 		return err
 	}
+	audit, closeAudit, err := openAudit(cmd, auditLog)
+	if err != nil {
+		return err
+	}
+	defer closeAudit()
 	// FULL: WAL with synchronous=NORMAL survives a killed process but may
 	// lose the last commits on power loss; FULL syncs the WAL at every
 	// commit, so an acknowledged operation is on disk.
@@ -66,7 +87,9 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen string, sf *s
 		svc.Close()
 		return err
 	}
-	srv := server.New(svc, server.Options{Logger: log, Authorizer: sec.Authorizer})
+	var srv *server.Server
+	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return srv.Counts(ctx) })
+	srv = server.New(svc, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler()})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), dbPath)
 	served := make(chan error, 1)
