@@ -853,9 +853,9 @@ type crashServer struct {
 
 // startCrashServer starts `leasekeeper serve` on db at a free loopback port
 // and waits for its address; t.Cleanup kills it if it still runs.
-func startCrashServer(t *testing.T, bin, db string) *crashServer {
+func startCrashServer(t *testing.T, bin, db string, extra ...string) *crashServer {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"serve", "--db", db, "--listen", "127.0.0.1:0"}, extra...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

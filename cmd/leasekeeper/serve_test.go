@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -83,5 +84,35 @@ func TestServeGracefulShutdown(t *testing.T) {
 	st, err := svc.Status(ctx, ts, "b")
 	if err != nil || st.Waiting != "L" {
 		t.Errorf("after restart b's status = %+v, %v; want still waiting for L", st, err)
+	}
+}
+
+// TestServeAuditLogAndMetrics: serve writes its audit log to --audit-log and
+// serves /metrics.
+func TestServeAuditLogAndMetrics(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	auditPath := filepath.Join(dir, "audit.jsonl")
+	srv := startCrashServer(t, bin, filepath.Join(dir, "serve.db"), "--audit-log", auditPath)
+	if got := postBody(t, srv.base+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 60}`); !strings.HasPrefix(got, `["granted",1,`) {
+		t.Fatalf("acquire: %s", got)
+	}
+	resp, err := http.Get(srv.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(metrics, []byte(`leasekeeper_grants_total{source="immediate"} 1`)) {
+		t.Errorf("/metrics lacks the grant:\n%s", metrics)
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	<-srv.exited
+	audit, err := os.ReadFile(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(audit, []byte(`"msg":"grant","lock":"L","client":"a","token":1`)) {
+		t.Errorf("the audit log lacks the grant:\n%s", audit)
 	}
 }
