@@ -114,6 +114,15 @@ func (s *Service) Advance(ctx context.Context, ts int64) error {
 // succeeds or returns a contract error (a result, after which the time advance
 // and the lapses stand), and rolls back on any other error or a panic.
 func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) error) (err error) {
+	// A cancelled caller starts nothing new; an operation that has started
+	// runs to completion. Its statements get a context without cancellation:
+	// half an operation is never useful, and database/sql watches a
+	// cancellable context at every statement, which cost about 30% of a
+	// replay's time.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c.ClockSet && ts < s.c.Clock {
@@ -183,6 +192,7 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 // Events reach Notify after the commit. Operations must not run concurrently
 // with Group from other goroutines that expect their own commit.
 func (s *Service) Group(ctx context.Context, fn func()) (err error) {
+	ctx = context.WithoutCancel(ctx) // as in withTx
 	s.mu.Lock()
 	if s.group != nil {
 		s.mu.Unlock()

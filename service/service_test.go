@@ -165,3 +165,21 @@ func TestEvents(t *testing.T) {
 		t.Errorf("deadlock events = %+v, want y aborted on the cycle [x y]", got)
 	}
 }
+
+// TestCancelledContext: a cancelled context starts no operation and changes
+// nothing (an operation that has started runs to completion regardless).
+func TestCancelledContext(t *testing.T) {
+	svc := testutil.OpenService(t, repo.MemoryPath)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := svc.Acquire(ctx, 5, "a", "L", 10, lk.Exclusive); !errors.Is(err, context.Canceled) {
+		t.Errorf("acquire with a cancelled context: %v", err)
+	}
+	if ts, set := svc.Clock(); set {
+		t.Errorf("the clock moved to %d", ts)
+	}
+	st, err := svc.Status(context.Background(), 0, "a")
+	if err != nil || st.Age != 0 {
+		t.Errorf("a was registered: %+v %v", st, err)
+	}
+}
