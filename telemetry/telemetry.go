@@ -10,10 +10,13 @@
 package telemetry
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +35,7 @@ type Counts func(ctx context.Context) (held, waiting int64, err error)
 type Telemetry struct {
 	reg   *prometheus.Registry
 	audit *slog.Logger
+	out   *flushWriter // the audit log's buffer, flushed after each batch
 
 	grants, authFailures      *prometheus.CounterVec
 	lapses, releases          prometheus.Counter
@@ -44,10 +48,17 @@ type Telemetry struct {
 
 var _ server.Observer = (*Telemetry)(nil)
 
-// New returns telemetry writing the audit log to audit (nil: no audit log),
-// and reading the lock gauges through counts at each scrape.
-func New(audit *slog.Logger, counts Counts) *Telemetry {
-	t := &Telemetry{reg: prometheus.NewRegistry(), audit: audit}
+// New returns telemetry writing the audit log as JSON lines to audit (nil:
+// no audit log), and reading the lock gauges through counts at each scrape.
+// Lines are buffered and written once per committed batch of events (one
+// write per group commit, not one per line); a refused request's line is
+// written at once.
+func New(audit io.Writer, counts Counts) *Telemetry {
+	t := &Telemetry{reg: prometheus.NewRegistry()}
+	if audit != nil {
+		t.out = &flushWriter{w: bufio.NewWriterSize(audit, 64<<10)}
+		t.audit = slog.New(slog.NewJSONHandler(t.out, nil))
+	}
 	f := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: "leasekeeper_" + name, Help: help})
 		t.reg.MustRegister(c)
@@ -99,6 +110,7 @@ func (t *Telemetry) Handler() http.Handler {
 
 // Events counts and logs what a committed transaction did.
 func (t *Telemetry) Events(events []service.Event) {
+	defer t.flush()
 	for _, e := range events {
 		switch e.Kind {
 		case service.EventGranted:
@@ -153,6 +165,36 @@ func (t *Telemetry) Denied(r *http.Request, a server.Access, d *server.Denial) {
 	t.authFailures.WithLabelValues(strconv.Itoa(d.Status)).Inc()
 	t.log("auth_failure", slog.String("op", a.Op), slog.String("client", a.Client), slog.Int("status", d.Status),
 		slog.String("code", d.Code), slog.String("remote", r.RemoteAddr))
+	t.flush()
+}
+
+// Flush writes out buffered audit lines (at shutdown, say).
+func (t *Telemetry) Flush() error { return t.flush() }
+
+func (t *Telemetry) flush() error {
+	if t.out == nil {
+		return nil
+	}
+	return t.out.Flush()
+}
+
+// flushWriter is a buffered writer safe for concurrent use: the committer
+// logs events while request handlers log refusals.
+type flushWriter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.w.Write(p)
+}
+
+func (f *flushWriter) Flush() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.w.Flush()
 }
 
 func (t *Telemetry) log(msg string, attrs ...slog.Attr) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -59,7 +58,7 @@ func TestMetricsAndAudit(t *testing.T) {
 	}
 	audit := &lockedBuffer{}
 	var srv *server.Server
-	tel := telemetry.New(slog.New(slog.NewJSONHandler(audit, nil)), func(ctx context.Context) (int64, int64, error) {
+	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) {
 		return srv.Counts(ctx)
 	})
 	clock := server.NewManualClock(time.Unix(0, 0))

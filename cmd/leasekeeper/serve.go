@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -51,17 +52,17 @@ their current state, requests in flight finish, the database is closed.`,
 	return cmd
 }
 
-// openAudit returns the audit logger: JSON lines to path (appended, created
-// if missing) or, when path is empty, to standard error.
-func openAudit(cmd *cobra.Command, path string) (*slog.Logger, func() error, error) {
+// openAudit returns where the audit log goes: path (appended, created if
+// missing) or, when path is empty, standard error.
+func openAudit(cmd *cobra.Command, path string) (io.Writer, func() error, error) {
 	if path == "" {
-		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)), func() error { return nil }, nil
+		return cmd.ErrOrStderr(), func() error { return nil }, nil
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("--audit-log: %w", err)}
 	}
-	return slog.New(slog.NewJSONHandler(f, nil)), f.Close, nil
+	return f, f.Close, nil
 }
 
 func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog string, sf *securityFlags) error {
@@ -104,6 +105,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 		cancel()
 	}
 	srv.Close()
+	tel.Flush()
 	if cerr := svc.Close(); err == nil || errors.Is(err, http.ErrServerClosed) {
 		err = cerr
 	}

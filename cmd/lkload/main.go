@@ -356,7 +356,10 @@ func startServer(ctx context.Context, cfg config) (*server, error) {
 		return nil, err
 	}
 	db := filepath.Join(tmp, "lkload.db")
-	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0")
+	// The audit log goes to a file, as in a deployment: on standard error
+	// every line would also cost lkload the CPU to pass it on.
+	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0",
+		"--audit-log", filepath.Join(tmp, "audit.log"))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		os.RemoveAll(tmp)
