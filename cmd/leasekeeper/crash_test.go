@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -851,8 +852,9 @@ type crashServer struct {
 	exited chan struct{}
 }
 
-// startCrashServer starts `leasekeeper serve` on db at a free loopback port
-// and waits for its address; t.Cleanup kills it if it still runs.
+// startCrashServer starts `leasekeeper serve` on db at a free loopback port,
+// with extra arguments, and waits for its address (http:// or, with a
+// certificate, https://); t.Cleanup kills it if it still runs.
 func startCrashServer(t *testing.T, bin, db string, extra ...string) *crashServer {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--db", db, "--listen", "127.0.0.1:0"}, extra...)...)
@@ -870,7 +872,7 @@ func startCrashServer(t *testing.T, bin, db string, extra ...string) *crashServe
 		for sc.Scan() {
 			line := sc.Text()
 			p.log.WriteString(line + "\n")
-			if rest, ok := strings.CutPrefix(line, "leasekeeper: listening on http://"); ok {
+			if rest, ok := strings.CutPrefix(line, "leasekeeper: listening on "); ok {
 				if a, _, ok := strings.Cut(rest, " "); ok {
 					select {
 					case addr <- a:
@@ -893,11 +895,15 @@ func startCrashServer(t *testing.T, bin, db string, extra ...string) *crashServe
 	})
 	select {
 	case a := <-addr:
-		host, _, err := net.SplitHostPort(a)
+		u, err := url.Parse(a)
+		if err != nil {
+			t.Fatalf("serve listens on %q: %v", a, err)
+		}
+		host, _, err := net.SplitHostPort(u.Host)
 		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 			t.Fatalf("serve listens on %q, not a loopback address", a)
 		}
-		p.base = "http://" + a
+		p.base = a
 	case <-p.exited:
 		t.Fatalf("serve exited before listening:\n%s", p.log.String())
 	case <-time.After(15 * time.Second):
@@ -907,6 +913,18 @@ func startCrashServer(t *testing.T, bin, db string, extra ...string) *crashServe
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
+// stop ends the server with SIGTERM and returns everything it logged.
+func (p *crashServer) stop(t *testing.T) string {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not exit after SIGTERM")
+	}
+	return p.log.String()
+}
+
 func (p *crashServer) kill() error {
 	select {
 	case <-p.exited:

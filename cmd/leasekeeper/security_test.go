@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -18,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -163,9 +160,12 @@ func TestTLSRoundTrip(t *testing.T) {
 	  {"name": "etl", "token_sha256": "`+auth.HashToken(tlsClientToken)+`", "clients": ["etl-*"], "role": "client"},
 	  {"name": "ops", "token_sha256": "`+auth.HashToken(tlsAdminToken)+`", "role": "admin"}
 	]}`)
-	srv := startSecureServe(t, bin, "--db", filepath.Join(dir, "tls.db"), "--listen", "127.0.0.1:0",
+	srv := startCrashServer(t, bin, filepath.Join(dir, "tls.db"),
 		"--auth-file", authPath, "--tls-cert", certFile, "--tls-key", keyFile)
-	u := srv.url
+	u := srv.base
+	if !strings.HasPrefix(u, "https://") {
+		t.Fatalf("serve with a certificate listens on %s", u)
+	}
 
 	// The CLI, the token from the environment.
 	cli := func(code int, want string, env []string, args ...string) {
@@ -306,79 +306,4 @@ func writeTestPKI(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
 	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
 	return caFile, certFile, keyFile
-}
-
-// secureServe is `leasekeeper serve` with TLS, its log kept.
-type secureServe struct {
-	cmd    *exec.Cmd
-	url    string
-	log    *crashLog
-	exited chan struct{}
-}
-
-// startSecureServe starts serve with args, which must make it listen on
-// loopback with TLS, and waits for its https:// address.
-func startSecureServe(t *testing.T, bin string, args ...string) *secureServe {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &secureServe{cmd: cmd, log: &crashLog{}, exited: make(chan struct{})}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			s.log.WriteString(line + "\n")
-			if rest, ok := strings.CutPrefix(line, "leasekeeper: listening on https://"); ok {
-				if a, _, ok := strings.Cut(rest, " "); ok {
-					select {
-					case addr <- a:
-					default:
-					}
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-s.exited:
-		default:
-			cmd.Process.Kill()
-			<-s.exited
-		}
-	})
-	select {
-	case a := <-addr:
-		host, _, err := net.SplitHostPort(a)
-		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
-			t.Fatalf("serve listens on %q, not a loopback address", a)
-		}
-		s.url = "https://" + a
-	case <-s.exited:
-		t.Fatalf("serve exited before listening:\n%s", s.log.String())
-	case <-time.After(15 * time.Second):
-		t.Fatalf("serve printed no https address within 15 s:\n%s", s.log.String())
-	}
-	return s
-}
-
-// stop ends the server with SIGTERM and returns everything it logged.
-func (s *secureServe) stop(t *testing.T) string {
-	t.Helper()
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not exit after SIGTERM")
-	}
-	return s.log.String()
 }
