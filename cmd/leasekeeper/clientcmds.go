@@ -178,8 +178,6 @@ func acquireStatus(err error) error {
 }
 
 func newAcquireCmd() *cobra.Command {
-	var opts client.AcquireOptions
-	var ttl, wait int64
 	cmd := &cobra.Command{
 		Use:   "acquire LOCK --client ID --ttl N [--shared] [--wait SECONDS]",
 		Short: "Acquire a lock for a client, waiting up to --wait seconds",
@@ -196,22 +194,38 @@ without --wait); 76 aborted as a deadlock victim; 1 an error result, or the
 request withdrawn by a release from elsewhere during the wait; 2 usage;
 3 no answer from the server.`,
 	}
-	cmd.Flags().StringVar(&opts.Client, "client", "", "the client acquiring (required)")
-	cmd.Flags().Int64Var(&ttl, "ttl", 0, "the lease's length in seconds (required)")
-	cmd.Flags().BoolVar(&opts.Shared, "shared", false, "a shared lease instead of an exclusive one")
-	cmd.Flags().Int64Var(&wait, "wait", 0, "seconds the server may hold the request while the client is queued")
-	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) (err error) {
-		if err := required(cmd, "client", "ttl"); err != nil {
-			return err
-		}
-		if opts.TTL, err = seconds("ttl", ttl); err != nil {
-			return err
-		}
-		if opts.Wait, err = seconds("wait", wait); err != nil {
+	options := acquireFlags(cmd, "the lease's length in seconds (required)",
+		"seconds the server may hold the request while the client is queued")
+	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		opts, err := options(cmd)
+		if err != nil {
 			return err
 		}
 		return printResult(cmd, c, client.AcquireCall(args[0], opts))
 	})
+}
+
+// acquireFlags adds the flags that acquire and exec share (--client, --ttl,
+// --shared, --wait) and returns what turns them, once parsed, into the
+// request's options: --client and --ttl are required.
+func acquireFlags(cmd *cobra.Command, ttlHelp, waitHelp string) func(*cobra.Command) (client.AcquireOptions, error) {
+	var opts client.AcquireOptions
+	var ttl, wait int64
+	cmd.Flags().StringVar(&opts.Client, "client", "", "the client acquiring (required)")
+	cmd.Flags().Int64Var(&ttl, "ttl", 0, ttlHelp)
+	cmd.Flags().BoolVar(&opts.Shared, "shared", false, "a shared lease instead of an exclusive one")
+	cmd.Flags().Int64Var(&wait, "wait", 0, waitHelp)
+	return func(cmd *cobra.Command) (client.AcquireOptions, error) {
+		var err error
+		if err = required(cmd, "client", "ttl"); err != nil {
+			return opts, err
+		}
+		if opts.TTL, err = seconds("ttl", ttl); err != nil {
+			return opts, err
+		}
+		opts.Wait, err = seconds("wait", wait)
+		return opts, err
+	}
 }
 
 func newRenewCmd() *cobra.Command {

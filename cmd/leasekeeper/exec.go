@@ -24,8 +24,7 @@ const (
 )
 
 func newExecCmd() *cobra.Command {
-	var opts client.AcquireOptions
-	var ttl, wait, grace int64
+	var grace int64
 	cmd := &cobra.Command{
 		Use:   "exec LOCK --client ID --ttl N [--shared] [--wait SECONDS] [--grace SECONDS] -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock, like flock(1) for the fleet",
@@ -70,19 +69,12 @@ Messages about all of these go to standard error.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&opts.Client, "client", "", "the client acquiring (required)")
-	cmd.Flags().Int64Var(&ttl, "ttl", 0, "the lease's length in seconds (required); it is renewed every third")
-	cmd.Flags().BoolVar(&opts.Shared, "shared", false, "a shared lease instead of an exclusive one")
-	cmd.Flags().Int64Var(&wait, "wait", 0, "seconds to wait for the lock while queued")
+	options := acquireFlags(cmd, "the lease's length in seconds (required); it is renewed every third",
+		"seconds to wait for the lock while queued")
 	cmd.Flags().Int64Var(&grace, "grace", 10, "seconds between SIGTERM and SIGKILL when the lease is lost")
-	return clientCmd(cmd, -1, func(cmd *cobra.Command, args []string, c *client.Client) (err error) {
-		if err := required(cmd, "client", "ttl"); err != nil {
-			return err
-		}
-		if opts.TTL, err = seconds("ttl", ttl); err != nil {
-			return err
-		}
-		if opts.Wait, err = seconds("wait", wait); err != nil {
+	return clientCmd(cmd, -1, func(cmd *cobra.Command, args []string, c *client.Client) error {
+		opts, err := options(cmd)
+		if err != nil {
 			return err
 		}
 		g, err := seconds("grace", grace)
