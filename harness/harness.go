@@ -148,9 +148,10 @@ type runner struct {
 	e   Engine
 }
 
-// integer accepts a JSON number written without fraction or exponent that
-// fits in an int64 (rule 3); int64 is what repeat hands its runs.
-func integer(v any) (int64, bool) {
+// Integer accepts a JSON number (json.Number) written without fraction or
+// exponent that fits in an int64: the contract's integer (rule 3). It also
+// accepts an int64, which is what repeat hands its runs.
+func Integer(v any) (int64, bool) {
 	switch n := v.(type) {
 	case json.Number:
 		if strings.ContainsAny(string(n), ".eE") {
@@ -195,7 +196,7 @@ func (r *runner) step(op any) (any, error) {
 	if len(arr) < 2 {
 		return resInvalid, nil
 	}
-	ts, ok := integer(arr[1])
+	ts, ok := Integer(arr[1])
 	if !ok {
 		return resInvalid, nil
 	}
@@ -210,7 +211,7 @@ func (r *runner) step(op any) (any, error) {
 	case "acquire":
 		client, ok1 := name(a[0])
 		lock, ok2 := name(a[1])
-		ttl, ok3 := integer(a[2])
+		ttl, ok3 := Integer(a[2])
 		mode := lk.Exclusive
 		ok4 := true
 		if len(a) == 4 {
@@ -226,7 +227,7 @@ func (r *runner) step(op any) (any, error) {
 	case "renew":
 		client, ok1 := name(a[0])
 		lock, ok2 := name(a[1])
-		ttl, ok3 := integer(a[2])
+		ttl, ok3 := Integer(a[2])
 		if !(ok1 && ok2 && ok3) {
 			return r.invalid(ts)
 		}
@@ -254,7 +255,7 @@ func (r *runner) step(op any) (any, error) {
 		lock, ok1 := name(a[0])
 		key, ok2 := name(a[1])
 		value, ok3 := name(a[2])
-		token, ok4 := integer(a[3])
+		token, ok4 := Integer(a[3])
 		if !(ok1 && ok2 && ok3 && ok4 && token >= 1) {
 			return r.invalid(ts)
 		}

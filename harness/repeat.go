@@ -22,8 +22,8 @@ func (r *runner) repeat(ts int64, a []any) (any, error) {
 		}
 		countV, stepV = a[0], a[1]
 	}
-	count, ok1 := integer(countV)
-	step, ok2 := integer(stepV)
+	count, ok1 := Integer(countV)
+	step, ok2 := Integer(stepV)
 	if !ok1 || !ok2 || count < 1 || count > MaxRepeat || step < 0 {
 		return r.invalid(ts)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -102,8 +103,17 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 }
 
 // body decodes a request body into its fields, numbers kept as json.Number
-// so that the contract's validation sees them as written.
-func body(w http.ResponseWriter, r *http.Request) (map[string]any, string) {
+// so that the contract's validation sees them as written, and checks the
+// limits; why says what is wrong, or is "".
+func body(w http.ResponseWriter, r *http.Request) (fields map[string]any, why string) {
+	fields, why = decodeBody(w, r)
+	if why == "" {
+		why = checkLimits(fields)
+	}
+	return fields, why
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request) (map[string]any, string) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	dec := json.NewDecoder(r.Body)
 	dec.UseNumber()
@@ -148,9 +158,6 @@ func badRequest(w http.ResponseWriter, why string) {
 func (s *Server) post(name string, fields ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		f, why := body(w, r)
-		if why == "" {
-			why = checkLimits(f)
-		}
 		if why != "" {
 			badRequest(w, why)
 			return
@@ -232,9 +239,6 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // here and runs through the committer like the others.
 func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	f, why := body(w, r)
-	if why == "" {
-		why = checkLimits(f)
-	}
 	client, ok1 := f["client"].(string)
 	lock, ok2 := f["lock"].(string)
 	if why == "" && (!ok1 || !ok2 || client == "" || lock == "") {
@@ -259,15 +263,11 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 // client is queued (docs/api.md).
 func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	f, why := body(w, r)
-	if why == "" {
-		why = checkLimits(f)
-	}
 	var wait time.Duration
 	if why == "" {
 		if v, present := f["wait"]; present {
-			n, ok := v.(json.Number)
-			secs, err := n.Int64()
-			if !ok || err != nil || strings.ContainsAny(string(n), ".eE") || secs < 0 || time.Duration(secs)*time.Second > MaxWait {
+			secs, ok := harness.Integer(v)
+			if !ok || secs < 0 || secs > int64(MaxWait/time.Second) {
 				why = fmt.Sprintf("wait must be an integer from 0 to %d", int(MaxWait.Seconds()))
 			}
 			wait = time.Duration(secs) * time.Second

@@ -312,6 +312,8 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "mode": "Shared"}`, 400, `"error: invalid arguments"`},
 		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": -1}`, 400, `"error: invalid arguments: wait`},
 		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": 3601}`, 400, `"error: invalid arguments: wait`},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": 4611686018427387904}`, 400, `"error: invalid arguments: wait`},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": 1e1}`, 400, `"error: invalid arguments: wait`},
 		{"POST", "/v1/acquire", `{"client": "a", "lock": "` + long + `", "ttl": 10}`, 400, `"error: invalid arguments: lock is longer`},
 		{"GET", "/v1/inspect?lock=" + long, ``, 400, `"error: invalid arguments: lock is longer`},
 		{"POST", "/v1/write", `{"lock": "L", "key": "k", "value": "` + strings.Repeat("v", server.MaxValueBytes+1) + `", "token": 1}`, 400, `"error: invalid arguments: value is longer`},
