@@ -13,6 +13,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -54,18 +55,6 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// waitFor polls cond every 20ms for up to limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func lostWithin(t *testing.T, l *client.Lease, limit time.Duration) {
@@ -256,7 +245,7 @@ func TestWaitGranted(t *testing.T) {
 		l, err := counting.Acquire(ctx, "L", client.AcquireOptions{Client: "b", TTL: 30 * time.Second, Wait: 10 * time.Second})
 		got <- result{l, err}
 	}()
-	waitFor(t, 5*time.Second, "b queued on L", func() bool {
+	testutil.Eventually(t, 5*time.Second, "b queued on L", func() bool {
 		st, err := s.Inspect(ctx, "L")
 		return err == nil && len(st.Queue) == 1
 	})
@@ -272,7 +261,7 @@ func TestWaitGranted(t *testing.T) {
 		if r.l.Token() != 2 {
 			t.Errorf("token %d, want 2", r.l.Token())
 		}
-		waitFor(t, 3*time.Second, "the first renew", func() bool { return renews.Load() > 0 })
+		testutil.Eventually(t, 3*time.Second, "the first renew", func() bool { return renews.Load() > 0 })
 		if err := r.l.Err(); err != nil {
 			t.Errorf("lease lost after a waited grant: %v", err)
 		}
@@ -331,7 +320,7 @@ func TestDeadlock(t *testing.T) {
 		_, err := s.Acquire(ctx, "L1", o)
 		waited <- err
 	}()
-	waitFor(t, 5*time.Second, "b queued on L1", func() bool {
+	testutil.Eventually(t, 5*time.Second, "b queued on L1", func() bool {
 		cs, err := s.Status(ctx, "b")
 		return err == nil && cs.Waiting == "L1"
 	})

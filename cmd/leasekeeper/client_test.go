@@ -206,15 +206,3 @@ func holds(s *cliServer, client, lock string) bool {
 	}
 	return false
 }
-
-// waitUntil polls cond every 20ms for up to limit.
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

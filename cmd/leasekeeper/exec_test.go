@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/testutil"
 )
 
 // exec puts the lock, client, token and server in the command's environment,
@@ -41,7 +42,7 @@ func testExecKeepAlive(t *testing.T, bin string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, "a holds L", func() bool { return holds(s, "a", "L") })
+	testutil.Eventually(t, 5*time.Second, "a holds L", func() bool { return holds(s, "a", "L") })
 	time.Sleep(4 * time.Second) // two lease lengths in: held only if renewed
 	st, err := s.Inspect(ctx, "L")
 	if err != nil || len(st.Holders) != 1 || st.Holders[0].Client != "a" || st.Holders[0].Token != 1 {
@@ -80,7 +81,7 @@ func testExecLost(t *testing.T, bin string) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(t, 5*time.Second, "a holds L", func() bool { return holds(s, "a", "L") })
+			testutil.Eventually(t, 5*time.Second, "a holds L", func() bool { return holds(s, "a", "L") })
 			time.Sleep(200 * time.Millisecond) // let the command start
 			if out, err := s.Release(ctx, "a", "L"); out != client.Released || err != nil {
 				t.Fatalf("release from elsewhere: %q, %v", out, err)
@@ -166,14 +167,14 @@ func testExecSignal(t *testing.T, bin string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, "a holds L", func() bool { return holds(s, "a", "L") })
+	testutil.Eventually(t, 5*time.Second, "a holds L", func() bool { return holds(s, "a", "L") })
 	time.Sleep(200 * time.Millisecond)
 
 	waiter, _, waiterStderr := cliCommand(ctx, bin, s.url, "exec", "L", "--client", "b", "--ttl", "30", "--wait", "30", "--", "echo", "ran")
 	if err := waiter.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, "b queued for L", func() bool {
+	testutil.Eventually(t, 5*time.Second, "b queued for L", func() bool {
 		cs, err := s.Status(ctx, "b")
 		return err == nil && cs.Waiting == "L"
 	})

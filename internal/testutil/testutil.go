@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/repo"
@@ -107,4 +108,17 @@ func GoldenCases(t testing.TB) []Case {
 			Note: meta.Note, Ops: in.Ops, Want: in.Want})
 	}
 	return cases
+}
+
+// Eventually polls cond every 20ms until it holds, failing the test with
+// what after limit.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
