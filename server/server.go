@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -133,10 +132,11 @@ func (s *Server) tick() int64 {
 	return ts
 }
 
-// call is one operation waiting for the committer.
+// call is one operation waiting for the committer: exec runs it at the ts
+// the committer gives it.
 type call struct {
-	name string
-	args []any
+	name string // for the log
+	exec func(ctx context.Context, ts int64) (any, error)
 	res  any
 	err  error
 	done chan struct{}
@@ -152,7 +152,19 @@ var ErrClosed = errors.New("server closed")
 // returns its result, through the same validation as `leasekeeper run`. It
 // returns once the operation is durable.
 func (s *Server) do(ctx context.Context, name string, args ...any) (any, error) {
-	c := &call{name: name, args: args, done: make(chan struct{})}
+	return s.submit(ctx, name, func(ctx context.Context, ts int64) (any, error) {
+		res, err := harness.Run(ctx, s.svc, []any{append([]any{name, ts}, args...)})
+		if err != nil {
+			return nil, err
+		}
+		return res[0], nil
+	})
+}
+
+// submit hands exec to the committer, which runs it at the server's time in
+// the next group, and returns its result once the group is durable.
+func (s *Server) submit(ctx context.Context, name string, exec func(ctx context.Context, ts int64) (any, error)) (any, error) {
+	c := &call{name: name, exec: exec, done: make(chan struct{})}
 	select {
 	case s.calls <- c:
 	case <-s.ctx.Done():
@@ -222,23 +234,7 @@ func (s *Server) run(ctx context.Context, c *call) {
 			c.res, c.err = nil, fmt.Errorf("operation %s panicked: %v", c.name, p)
 		}
 	}()
-	if c.name == "revoke" { // not a contract operation: no harness
-		err := s.svc.Revoke(ctx, s.tick(), c.args[0].(string), c.args[1].(string))
-		if code := lk.Code(err); code != "" {
-			c.res = "error: " + code
-		} else if err == nil {
-			c.res = "revoked"
-		} else {
-			c.err = err
-		}
-		return
-	}
-	op := append([]any{c.name, s.tick()}, c.args...)
-	res, err := harness.Run(ctx, s.svc, []any{op})
-	if err == nil {
-		c.res = res[0]
-	}
-	c.err = err
+	c.res, c.err = c.exec(ctx, s.tick())
 }
 
 // poke tells the lapse loop that the next expiry may have changed.
