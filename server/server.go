@@ -251,20 +251,28 @@ func (s *Server) poke() {
 // blocked acquires are answered and listings are current.
 func (s *Server) lapseLoop() {
 	defer s.loopWG.Done()
+	var fire <-chan time.Time
+	armed, armedFor := false, int64(0) // fire is set for expiry armedFor
 	for {
-		var fire <-chan time.Time
-		if next := s.svc.NextExpiry(); next != math.MaxInt64 {
-			// A lease ending at E is usable while ts < E: it lapses when
-			// the clock reaches E.000. Go timers never fire early, and an
-			// early bound (NextExpiry may be one) only costs an Advance
-			// that finds nothing and leaves the exact next expiry.
-			fire = s.clock.After(max(time.Unix(next, 0).Sub(s.clock.Now()), 0))
+		// Every request pokes the loop; the timer is set again only when
+		// the next expiry moved.
+		if next := s.svc.NextExpiry(); !armed || next != armedFor {
+			fire, armed, armedFor = nil, true, next
+			if next != math.MaxInt64 {
+				// A lease ending at E is usable while ts < E: it lapses
+				// when the clock reaches E.000. Go timers never fire early,
+				// and an early bound (NextExpiry may be one) only costs an
+				// Advance that finds nothing and leaves the exact next
+				// expiry.
+				fire = s.clock.After(max(time.Unix(next, 0).Sub(s.clock.Now()), 0))
+			}
 		}
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-s.kick:
 		case <-fire:
+			armed = false
 			s.opMu.Lock()
 			ts := s.tick()
 			if err := s.svc.Advance(s.ctx, ts); err != nil && s.ctx.Err() == nil {
