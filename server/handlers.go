@@ -203,9 +203,10 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) {
 	if !s.allowed(w, r, Access{Op: "locks"}) {
 		return
 	}
-	s.opMu.Lock()
-	locks, err := s.svc.Locks(r.Context(), s.tick())
-	s.opMu.Unlock()
+	res, err := s.submit(r.Context(), "locks", func(ctx context.Context, ts int64) (any, error) {
+		return s.svc.Locks(ctx, ts)
+	})
+	locks, _ := res.([]lk.LockSummary)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -362,14 +363,16 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 			return nil, ctx.Err()
 		}
 		if now {
-			// Events are handed over before an operation lets go of opMu,
-			// so once we hold it the channel has everything decided so far.
-			s.opMu.Lock()
-			pos, err := s.svc.Position(ctx, s.tick(), client)
-			s.opMu.Unlock()
+			// The committer hands a group's events over before it answers
+			// the group's calls, so once this one is answered the channel
+			// has everything decided so far.
+			res, err := s.submit(ctx, "position", func(ctx context.Context, ts int64) (any, error) {
+				return s.svc.Position(ctx, ts, client)
+			})
 			if err != nil {
 				return nil, err
 			}
+			pos := res.(int64)
 			for {
 				select {
 				case e := <-events:

@@ -53,7 +53,7 @@ type Server struct {
 	loopWG    sync.WaitGroup
 	kick      chan struct{} // the next expiry may have moved
 
-	opMu   sync.Mutex // one operation (or group) at a time, in ts order
+	opMu   sync.Mutex // one group (committer) or lapse sweep at a time, in ts order
 	lastTS int64      // the last ts used; never decreases
 	calls  chan *call // operations for the committer
 
@@ -93,9 +93,12 @@ func (s *Server) Handler() http.Handler { return s.observed(s.mux) }
 // Counts returns how many locks have holders and how many clients wait, now:
 // for a metrics gauge. It costs a pass over the live leases and queue.
 func (s *Server) Counts(ctx context.Context) (held, waiting int64, err error) {
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	return s.svc.Counts(ctx, s.tick())
+	_, err = s.submit(ctx, "counts", func(ctx context.Context, ts int64) (any, error) {
+		var err error
+		held, waiting, err = s.svc.Counts(ctx, ts)
+		return nil, err
+	})
+	return held, waiting, err
 }
 
 // Drain makes blocked acquires answer at once with their current state, for
