@@ -112,16 +112,16 @@ const (
 
 // Holder is one lease on a lock, as inspect lists it.
 type Holder struct {
-	Client    string `db:"client"`
-	Mode      Mode   `db:"mode"`
-	Token     int64  `db:"token"`
-	ExpiresAt int64  `db:"expires_at"`
+	Client    string
+	Mode      Mode
+	Token     int64
+	ExpiresAt int64
 }
 
 // Waiter is one queue entry, as inspect lists it.
 type Waiter struct {
-	Client string `db:"client"`
-	Mode   Mode   `db:"mode"`
+	Client string
+	Mode   Mode
 }
 
 // Inspection is a lock's state: holders by token, queue oldest first (S4).

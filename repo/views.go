@@ -13,7 +13,6 @@ import (
 // and a lock before it decides.
 type RequestState struct {
 	Registered   bool
-	Age          int64
 	WaitingFor   string  // "" when not waiting
 	HoldsLock    bool    // the client holds a lease on the lock
 	Awaited      bool    // somebody is queued for a lock the client holds
@@ -45,7 +44,7 @@ func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
 		[]any{client, lock},
 		&age, &waiting, &holdsLock, &awaited, &lastToken, &queueLength, &lastPosition, &holderMode)
 	st.HoldsLock, st.Awaited = holdsLock.Bool, awaited.Bool
-	st.Registered, st.Age, st.WaitingFor = age.Valid, age.Int64, waiting.String
+	st.Registered, st.WaitingFor = age.Valid, waiting.String
 	st.LockExists, st.LastToken = lastToken.Valid, lastToken.Int64
 	st.QueueLength, st.LastPosition = queueLength.Int64, lastPosition.Int64
 	st.HolderMode = lk.Mode(holderMode.String)
