@@ -94,7 +94,27 @@ func kindOf(v any) string {
 // JSON-ready values as SPEC.md section 1 shows them. It stops early only when
 // the engine fails (not for contract errors, which are results).
 func Run(ctx context.Context, e Engine, ops []any) ([]any, error) {
-	r := runner{ctx: ctx, e: e}
+	if b, ok := e.(batcher); ok {
+		var out []any
+		err := b.Batch(ctx, func(step func() error) error {
+			var err error
+			out, err = run(ctx, e, ops, step)
+			return err
+		})
+		return out, err
+	}
+	return run(ctx, e, ops, func() error { return nil })
+}
+
+// batcher is an engine that may run many operations per transaction
+// (service.Service.Batch): a replay on PostgreSQL, where a transaction's
+// round trips cost far more than an operation's work.
+type batcher interface {
+	Batch(ctx context.Context, fn func(step func() error) error) error
+}
+
+func run(ctx context.Context, e Engine, ops []any, step func() error) ([]any, error) {
+	r := runner{ctx: ctx, e: e, batchStep: step}
 	out := make([]any, 0, len(ops))
 	for _, op := range ops {
 		res, err := r.exec(op)
@@ -144,8 +164,9 @@ const (
 )
 
 type runner struct {
-	ctx context.Context
-	e   Engine
+	ctx       context.Context
+	e         Engine
+	batchStep func() error // after each operation, repeat runs included (Batch)
 }
 
 // Integer accepts a JSON number (json.Number) written without fraction or
@@ -173,6 +194,9 @@ func name(v any) (string, bool) {
 // exec runs one operation and turns a contract error into its result.
 func (r *runner) exec(op any) (any, error) {
 	res, err := r.step(op)
+	if err == nil {
+		err = r.batchStep()
+	}
 	if err != nil {
 		if code := lk.Code(err); code != "" {
 			return "error: " + code, nil

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/leasekeeper/leasekeeper/migrations"
@@ -28,16 +30,39 @@ func init() {
 // MemoryPath opens a private in-memory database.
 const MemoryPath = ":memory:"
 
-// DB is one open leasekeeper database. It drives a single pinned connection:
-// statements (BEGIN and COMMIT included) are prepared once on it, which is the
-// largest saving SQLite offers here (docs/performance.md). A DB is not safe for
-// concurrent use; package service serializes access to it.
+// DB is one open leasekeeper database, SQLite or PostgreSQL. It drives a
+// single pinned connection: statements (BEGIN and COMMIT included, on SQLite)
+// are prepared once on it, which is the largest saving SQLite offers here
+// (docs/performance.md). A DB is not safe for concurrent use; package service
+// serializes access to it. Several processes may share one PostgreSQL
+// database: see Shared and Tx.Lock.
 type DB struct {
-	db    *sqlx.DB
-	conn  *sqlx.Conn
-	stmts map[string]*sqlx.Stmt
-	stats map[string]*StatementStats // nil unless CollectStats was called
+	db      *sqlx.DB
+	conn    *sqlx.Conn
+	dialect dialect
+	dsn     string // PostgreSQL only: for Listen's own connection
+	stmts   map[string]*sqlx.Stmt
+	stats   map[string]*StatementStats // nil unless CollectStats was called
 }
+
+type dialect int
+
+const (
+	sqliteDialect dialect = iota
+	postgresDialect
+)
+
+// IsPostgres reports whether Open takes dsn for a PostgreSQL database: a
+// postgres:// or postgresql:// URL. Anything else names a SQLite file.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// Shared reports whether other processes may use the database at the same
+// time (PostgreSQL). Then nothing read in an earlier transaction can be
+// trusted in a later one: a transaction starts with Tx.Lock, and a service
+// keeps no state between transactions.
+func (d *DB) Shared() bool { return d.dialect == postgresDialect }
 
 // StatementStats is how often one statement ran and how long it took in all.
 type StatementStats struct {
@@ -78,9 +103,13 @@ type Options struct {
 	Synchronous string
 }
 
-// Open opens (creating if needed) the SQLite database at path, or a private
-// in-memory one for MemoryPath, and applies the embedded migrations.
+// Open opens the database at path and applies the embedded migrations: a
+// PostgreSQL database for a postgres:// URL (IsPostgres), else the SQLite file
+// at path (created if needed), or a private in-memory one for MemoryPath.
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if IsPostgres(path) {
+		return openPostgres(ctx, path)
+	}
 	dsn := "file::memory:"
 	if path != MemoryPath {
 		sync := opts.Synchronous
@@ -97,7 +126,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// One connection: an in-memory database exists per connection, and a file
 	// has a single writer anyway.
 	sdb.SetMaxOpenConns(1)
-	if err := migrate(ctx, sdb.DB); err != nil {
+	p, err := goose.NewProvider(goose.DialectSQLite3, sdb.DB, migrations.SQLite())
+	if err == nil {
+		err = migrate(ctx, p)
+	}
+	if err != nil {
 		sdb.Close()
 		return nil, err
 	}
@@ -109,16 +142,43 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	return &DB{db: sdb, conn: conn, stmts: map[string]*sqlx.Stmt{}}, nil
 }
 
+// openPostgres opens the PostgreSQL database at the URL dsn. Servers that
+// start together migrate under goose's session lock (an advisory lock), so
+// exactly one applies each migration.
+func openPostgres(ctx context.Context, dsn string) (*DB, error) {
+	sdb, err := sqlx.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	// Operations are serialized per process anyway (package service); a
+	// second connection would only hold a second snapshot.
+	sdb.SetMaxOpenConns(1)
+	locker, err := lock.NewPostgresSessionLocker()
+	if err == nil {
+		var p *goose.Provider
+		p, err = goose.NewProvider(goose.DialectPostgres, sdb.DB, migrations.Postgres(), goose.WithSessionLocker(locker))
+		if err == nil {
+			err = migrate(ctx, p)
+		}
+	}
+	if err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	conn, err := sdb.Connx(ctx)
+	if err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	return &DB{db: sdb, conn: conn, dialect: postgresDialect, dsn: dsn, stmts: map[string]*sqlx.Stmt{}}, nil
+}
+
 // escapePath keeps a file name with '?' or '#' from being read as URI syntax.
 func escapePath(p string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite())
-	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
-	}
+func migrate(ctx context.Context, p *goose.Provider) error {
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
@@ -141,10 +201,15 @@ type Tx struct {
 }
 
 // Begin starts a write transaction. IMMEDIATE takes SQLite's write lock at
-// once, so a transaction never fails half-way for want of it.
+// once, so a transaction never fails half-way for want of it. On PostgreSQL
+// the caller takes the equivalent lock with Lock.
 func (d *DB) Begin(ctx context.Context) (*Tx, error) {
 	tx := &Tx{d: d, ctx: ctx}
-	if _, err := tx.exec("BEGIN IMMEDIATE"); err != nil {
+	begin := "BEGIN IMMEDIATE"
+	if d.dialect == postgresDialect {
+		begin = "BEGIN"
+	}
+	if _, err := tx.exec(begin); err != nil {
 		return nil, err
 	}
 	return tx, nil
@@ -188,9 +253,13 @@ func (tx *Tx) stmt(query string) (*sqlx.Stmt, error) {
 	if s, ok := tx.d.stmts[query]; ok {
 		return s, nil
 	}
+	q := query
+	if tx.d.dialect == postgresDialect {
+		q = strings.ReplaceAll(dollarParams(query), "COLLATE BINARY", `COLLATE "C"`)
+	}
 	// Prepared with the transaction's context: a statement outlives it, and
 	// a context kept from Open would be cancelled long before the database.
-	s, err := tx.d.conn.PreparexContext(tx.ctx, query)
+	s, err := tx.d.conn.PreparexContext(tx.ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("prepare %q: %w", query, err)
 	}
@@ -274,4 +343,32 @@ func (tx *Tx) affected(query string, args ...any) (int64, error) {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// dollarParams rewrites the SQLite parameters of query for PostgreSQL: ?N
+// becomes $N and a bare ? the next number. The queries here hold no string
+// literal with a '?' in it, so no quoting is tracked.
+func dollarParams(query string) string {
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		if c != '?' {
+			b.WriteByte(c)
+			continue
+		}
+		j := i + 1
+		for j < len(query) && query[j] >= '0' && query[j] <= '9' {
+			j++
+		}
+		b.WriteByte('$')
+		if j > i+1 {
+			b.WriteString(query[i+1 : j])
+		} else {
+			n++
+			fmt.Fprint(&b, n)
+		}
+		i = j - 1
+	}
+	return b.String()
 }

@@ -14,8 +14,13 @@ type Counters struct {
 func ServiceCounters(tx *Tx) (Counters, error) {
 	var c Counters
 	var clock sql.NullInt64
-	_, err := tx.row(`SELECT clock, max(last_client_age, (SELECT coalesce(max(age), 0) FROM clients))
-		FROM service WHERE id = 1`, nil, &clock, &c.LastClientAge)
+	q := `SELECT clock, max(last_client_age, (SELECT coalesce(max(age), 0) FROM clients))
+		FROM service WHERE id = 1`
+	if tx.d.dialect == postgresDialect {
+		q = `SELECT clock, greatest(last_client_age, (SELECT coalesce(max(age), 0) FROM clients))
+		FROM service WHERE id = 1`
+	}
+	_, err := tx.row(q, nil, &clock, &c.LastClientAge)
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid
 	return c, err
 }
@@ -23,5 +28,35 @@ func ServiceCounters(tx *Tx) (Counters, error) {
 // ServiceCountersSet writes the service row.
 func ServiceCountersSet(tx *Tx, c Counters) error {
 	_, err := tx.exec(`UPDATE service SET clock = ?, last_client_age = ? WHERE id = 1`, c.Clock, c.LastClientAge)
+	return err
+}
+
+// Lock takes the service row's lock on a shared (PostgreSQL) database, first
+// thing in a transaction, and returns the row and the database's clock in
+// Unix seconds.
+//
+// Every transaction of every server takes this one row lock before it reads
+// anything else, so transactions on the database run one at a time, in the
+// order they got the lock, and each (at READ COMMITTED, whose every
+// statement reads the latest committed state) sees everything committed
+// before it: as if a single process ran them all. The stored counters are
+// exact on a shared database: its service writes them whenever they change.
+//
+// Time comes from the database's clock, so servers whose own clocks disagree
+// still agree on it; it is read in the statement that waits for the lock,
+// so it may be as old as that wait, and the caller never lets it fall behind
+// the stored clock.
+func Lock(tx *Tx) (c Counters, dbNow float64, err error) {
+	var clock sql.NullInt64
+	_, err = tx.row(`SELECT clock, last_client_age, extract(epoch FROM clock_timestamp())::float8
+		FROM service WHERE id = 1 FOR UPDATE`, nil, &clock, &c.LastClientAge, &dbNow)
+	c.Clock, c.ClockSet = clock.Int64, clock.Valid
+	return c, dbNow, err
+}
+
+// Notify queues payload for the listeners of channel (Listen), delivered if
+// and when the transaction commits. PostgreSQL only.
+func Notify(tx *Tx, channel, payload string) error {
+	_, err := tx.exec(`SELECT pg_notify(?, ?)`, channel, payload)
 	return err
 }

@@ -40,7 +40,7 @@ func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
 		                  AND EXISTS (SELECT 1 FROM queue_entries q WHERE q.lock = l.lock)) END,
 		       k.last_token, k.queue_length, k.last_position,
 		       CASE WHEN k.queue_length = 0 THEN (SELECT mode FROM leases WHERE lock = ?2 LIMIT 1) END
-		  FROM (SELECT 1) LEFT JOIN clients c ON c.name = ?1 LEFT JOIN locks k ON k.name = ?2`,
+		  FROM (SELECT 1) AS one LEFT JOIN clients c ON c.name = ?1 LEFT JOIN locks k ON k.name = ?2`,
 		[]any{client, lock},
 		&age, &waiting, &holdsLock, &awaited, &lastToken, &queueLength, &lastPosition, &holderMode)
 	st.HoldsLock, st.Awaited = holdsLock.Bool, awaited.Bool

@@ -17,11 +17,13 @@ type WaitEdge struct {
 // waiter points at the waiter just ahead of it, and the head of a queue at the
 // lock's holders. Everyone ahead is then still reachable, through the chain,
 // and no query ever touches every pair of waiters. The recursive term is a
-// single SELECT, as PostgreSQL requires.
+// single SELECT, as PostgreSQL requires, and the parameters are given the
+// collation of the name columns (COLLATE BINARY is SQLite's byte-wise one,
+// which Tx rewrites to PostgreSQL's "C"), as PostgreSQL requires too.
 func WaitEdgesFrom(tx *Tx, client string) ([]WaitEdge, error) {
 	var es []WaitEdge
 	err := tx.selectAll(&es, `WITH RECURSIVE walk(src, dst) AS (
-		SELECT NULL, ?
+		SELECT CAST(NULL AS TEXT) COLLATE BINARY, CAST(? AS TEXT) COLLATE BINARY
 		UNION
 		`+waitStep+`
 	)
@@ -38,8 +40,8 @@ func WaitEdgesFrom(tx *Tx, client string) ([]WaitEdge, error) {
 func WaitEdgesBeforeQueueing(tx *Tx, client, lock string) ([]WaitEdge, error) {
 	var es []WaitEdge
 	err := tx.selectAll(&es, `WITH RECURSIVE walk(src, dst) AS (
-		SELECT ?1, coalesce(tail.client, l.client)
-		  FROM (SELECT 1)
+		SELECT CAST(?1 AS TEXT) COLLATE BINARY, coalesce(tail.client, l.client)
+		  FROM (SELECT 1) AS one
 		  LEFT JOIN queue_entries tail ON tail.lock = ?2 AND tail.position = (
 		       SELECT max(x.position) FROM queue_entries x WHERE x.lock = ?2)
 		  LEFT JOIN leases l ON tail.client IS NULL AND l.lock = ?2

@@ -331,15 +331,18 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 	if len(queued) == 3 {
 		victims, _ = queued[2].([]any)
 	}
+	granted := func(token, expiresAt int64) any {
+		res := []any{"granted", token, expiresAt}
+		if len(victims) > 0 {
+			res = append(res, victims)
+		}
+		return res
+	}
 	// decide turns an event into the answer, or reports that it is not one.
 	decide := func(e service.Event) (any, bool) {
 		switch {
 		case e.Kind == service.EventGranted && e.Lock == lock:
-			res := []any{"granted", e.Token, e.ExpiresAt}
-			if len(victims) > 0 {
-				res = append(res, victims)
-			}
-			return res, true
+			return granted(e.Token, e.ExpiresAt), true
 		case e.Kind == service.EventAborted:
 			return []any{"deadlock", []any{client}}, true
 		case e.Kind == service.EventWithdrawn && e.Lock == lock:
@@ -349,41 +352,55 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 	}
 	timeout := s.clock.After(wait)
 	for {
-		var now bool
+		var final bool // answer now, queued or not
 		select {
 		case e := <-events:
-			if res, ok := decide(e); ok {
-				return res, nil
+			if e.Kind != eventRecheck {
+				if res, ok := decide(e); ok {
+					return res, nil
+				}
+				continue
 			}
 		case <-timeout:
-			now = true
+			final = true
 		case <-s.draining:
-			now = true // shutting down: answer with the state as it is
+			final = true // shutting down: answer with the state as it is
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if now {
-			// The committer hands a group's events over before it answers
-			// the group's calls, so once this one is answered the channel
-			// has everything decided so far.
-			res, err := s.submit(ctx, "position", func(ctx context.Context, ts int64) (any, error) {
-				return s.svc.Position(ctx, ts, client)
-			})
-			if err != nil {
-				return nil, err
-			}
-			pos := res.(int64)
-			for {
-				select {
-				case e := <-events:
-					if res, ok := decide(e); ok {
-						return res, nil
-					}
-					continue
-				default:
+		// Read the state: the wait ran out, or (eventRecheck) news from
+		// another server may have been lost. The committer hands a
+		// group's events over before it answers the group's calls, so
+		// once this one is answered the channel has everything this
+		// server decided so far.
+		res, err := s.submit(ctx, "wait-state", func(ctx context.Context, ts int64) (any, error) {
+			return s.svc.WaitState(ctx, ts, client, lock)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for drained := false; !drained; {
+			select {
+			case e := <-events:
+				if res, ok := decide(e); ok {
+					return res, nil
 				}
-				return []any{"queued", pos}, nil
+			default:
+				drained = true
 			}
+		}
+		st := res.(service.WaitState)
+		switch {
+		case st.Rank > 0 && final:
+			return []any{"queued", st.Rank}, nil
+		case st.Rank > 0:
+			// still waiting
+		case st.Hold != nil:
+			return granted(st.Hold.Token, st.Hold.ExpiresAt), nil
+		case !st.Registered:
+			return []any{"deadlock", []any{client}}, nil
+		default:
+			return "withdrawn", nil
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/harness"
@@ -53,21 +54,31 @@ type Server struct {
 	loopWG    sync.WaitGroup
 	kick      chan struct{} // the next expiry may have moved
 
-	opMu   sync.Mutex // one group (committer) or lapse sweep at a time, in ts order
+	opMu   sync.Mutex // one group (committer) at a time, in ts order
 	lastTS int64      // the last ts used; never decreases
 	calls  chan *call // operations for the committer
+
+	// dbClock: time is the shared database's clock (service.DatabaseTime),
+	// not this machine's; offset is how far the database's clock was ahead
+	// of this machine's at the last group, for setting the lapse timer.
+	dbClock bool
+	offset  atomic.Int64 // nanoseconds
 
 	waitMu  sync.Mutex
 	waiters map[string][]chan service.Event // blocked acquires by client
 }
 
 // New returns a server for svc and starts its lapse timer. svc must not be
-// used by anything else while the server runs.
+// used by anything else in this process while the server runs. On a shared
+// (PostgreSQL) database other servers may use it too: this one then takes
+// its time from the database's clock unless opts.Clock is set, and listens
+// for the other servers' events.
 func New(svc *service.Service, opts Options) *Server {
 	s := &Server{svc: svc, clock: opts.Clock, log: opts.Logger, kick: make(chan struct{}, 1),
 		auth: opts.Authorizer, metrics: opts.Metrics, obs: opts.Observer, waiters: map[string][]chan service.Event{}}
 	if s.clock == nil {
 		s.clock = realClock{}
+		s.dbClock = svc.Shared()
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -84,6 +95,10 @@ func New(svc *service.Service, opts Options) *Server {
 	s.loopWG.Add(2)
 	go s.lapseLoop()
 	go s.commitLoop()
+	if svc.Shared() {
+		s.loopWG.Add(1)
+		go s.listenLoop()
+	}
 	return s
 }
 
@@ -125,14 +140,29 @@ func (s *Server) Close() error {
 }
 
 // tick returns the ts for an operation starting now: the clock in whole
-// seconds, never below the last ts used. Callers hold opMu.
+// seconds, never below the last ts used, nor, on a shared database, below
+// the time other servers moved the service to. Callers run in a group.
 func (s *Server) tick() int64 {
-	ts := s.clock.Now().Unix()
+	var ts int64
+	if t, ok := s.svc.DatabaseTime(); s.dbClock && ok {
+		ts = int64(math.Floor(t))
+		s.offset.Store(int64((t - float64(time.Now().UnixNano())/1e9) * 1e9))
+	} else {
+		ts = s.clock.Now().Unix()
+	}
+	if c, ok := s.svc.Clock(); ok && s.svc.Shared() && c > ts {
+		ts = c
+	}
 	if ts < s.lastTS {
 		ts = s.lastTS
 	}
 	s.lastTS = ts
 	return ts
+}
+
+// now is this server's best reading of the time ticks are taken from.
+func (s *Server) now() time.Time {
+	return s.clock.Now().Add(time.Duration(s.offset.Load()))
 }
 
 // call is one operation waiting for the committer: exec runs it at the ts
@@ -256,6 +286,7 @@ func (s *Server) lapseLoop() {
 	defer s.loopWG.Done()
 	var fire <-chan time.Time
 	armed, armedFor := false, int64(0) // fire is set for expiry armedFor
+	firedFor := int64(math.MinInt64)   // the expiry the last sweep was for
 	for {
 		// Every request pokes the loop; the timer is set again only when
 		// the next expiry moved.
@@ -264,10 +295,17 @@ func (s *Server) lapseLoop() {
 			if next != math.MaxInt64 {
 				// A lease ending at E is usable while ts < E: it lapses
 				// when the clock reaches E.000. Go timers never fire early,
-				// and an early bound (NextExpiry may be one) only costs an
-				// Advance that finds nothing and leaves the exact next
+				// and an early bound (NextExpiry may be one) only costs a
+				// sweep that finds nothing and leaves the exact next
 				// expiry.
-				fire = s.clock.After(max(time.Unix(next, 0).Sub(s.clock.Now()), 0))
+				d := max(time.Unix(next, 0).Sub(s.now()), 0)
+				if next == firedFor {
+					// The sweep found the clock short of next: this
+					// machine's reading of the database's clock is a little
+					// ahead. Try again soon, not at once.
+					d = max(d, 10*time.Millisecond)
+				}
+				fire = s.clock.After(d)
 			}
 		}
 		select {
@@ -275,13 +313,45 @@ func (s *Server) lapseLoop() {
 			return
 		case <-s.kick:
 		case <-fire:
-			armed = false
-			s.opMu.Lock()
-			ts := s.tick()
-			if err := s.svc.Advance(s.ctx, ts); err != nil && s.ctx.Err() == nil {
+			armed, firedFor = false, armedFor
+			_, err := s.submit(s.ctx, "lapse", func(ctx context.Context, ts int64) (any, error) {
+				return nil, s.svc.Advance(ctx, ts)
+			})
+			if err != nil && s.ctx.Err() == nil {
 				s.log.Error("retiring lapsed leases", "err", err)
 			}
-			s.opMu.Unlock()
+		}
+	}
+}
+
+// listenLoop hears what the other servers on a shared database did, to wake
+// this server's blocked acquires and move its lapse timer.
+func (s *Server) listenLoop() {
+	defer s.loopWG.Done()
+	s.svc.Listen(s.ctx, func(events []service.Event, resync bool) {
+		if resync {
+			s.recheck()
+		} else {
+			s.wake(events)
+		}
+		s.poke()
+	})
+}
+
+// eventRecheck, sent to every blocked acquire, says that events may have
+// been missed: read the state.
+const eventRecheck service.EventKind = 0
+
+// recheck tells every blocked acquire to read its state.
+func (s *Server) recheck() {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	for _, list := range s.waiters {
+		for _, ch := range list {
+			select {
+			case ch <- service.Event{Kind: eventRecheck}:
+			default:
+			}
 		}
 	}
 }
@@ -292,6 +362,11 @@ func (s *Server) dispatch(events []service.Event) {
 	if s.obs != nil {
 		s.obs.Events(events)
 	}
+	s.wake(events)
+}
+
+// wake hands events to the blocked acquires of their clients.
+func (s *Server) wake(events []service.Event) {
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
 	for _, e := range events {

@@ -34,10 +34,20 @@ type Service struct {
 	// is the in-memory state to restore if its commit fails.
 	group      *repo.Tx
 	groupStart repo.Counters
+	groupDirty bool // the service row is to be written at the group's commit
+	groupBatch bool // the group is a Batch's: no savepoints
 	// nextExpiry is a lower bound on the earliest expires_at of all leases,
 	// so that operations skip the lapse query when nothing can have lapsed.
 	// math.MinInt64 means unknown.
 	nextExpiry int64
+
+	// shared: other processes use the database too (PostgreSQL). Then c and
+	// nextExpiry are read afresh at the start of every transaction, under
+	// the lock that serializes all of them (repo.Lock), and dbNow is the
+	// database's clock read there.
+	shared bool
+	dbNow  float64
+	origin string // tells this process's notifications from the others'
 }
 
 // Options configure Open.
@@ -45,14 +55,18 @@ type Options struct {
 	repo.Options
 }
 
-// Open opens the service on the SQLite database at path (repo.MemoryPath for a
-// private in-memory one), creating and migrating it as needed.
+// Open opens the service on the database at path: a SQLite file,
+// repo.MemoryPath for a private in-memory one, or a postgres:// URL
+// (repo.IsPostgres), creating and migrating it as needed.
 func Open(ctx context.Context, path string, opts Options) (*Service, error) {
 	db, err := repo.Open(ctx, path, opts.Options)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{db: db, nextExpiry: math.MinInt64}
+	s := &Service{db: db, nextExpiry: math.MinInt64, shared: db.Shared()}
+	if s.shared {
+		s.origin = newOrigin()
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		db.Close()
@@ -125,19 +139,27 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	ctx = context.WithoutCancel(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.c.ClockSet && ts < s.c.Clock {
-		return ErrTimeBackwards
-	}
 	grouped := s.group != nil
 	tx := s.group
-	if grouped {
-		err = tx.Savepoint()
-	} else {
+	if !grouped {
 		s.events = s.events[:0]
-		tx, err = s.db.Begin(ctx)
+		if tx, err = s.begin(ctx); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
+	if s.c.ClockSet && ts < s.c.Clock {
+		if !grouped {
+			tx.Rollback()
+		}
+		return ErrTimeBackwards
+	}
+	// In a Batch a failed operation fails the whole transaction (Batch
+	// rolls it back), so its operations need no savepoints.
+	savepoint := grouped && !s.groupBatch
+	if savepoint {
+		if err = tx.Savepoint(); err != nil {
+			return err
+		}
 	}
 	start, startEvents := s.c, len(s.events)
 	s.unregister = false
@@ -146,9 +168,9 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 		if !done {
 			// Undo the in-memory state with the transaction; an unknown
 			// nextExpiry only costs one lapse query later.
-			if grouped {
+			if savepoint {
 				tx.RollbackToSavepoint()
-			} else {
+			} else if !grouped {
 				tx.Rollback()
 			}
 			s.c, s.nextExpiry, s.events = start, math.MinInt64, s.events[:startEvents]
@@ -161,18 +183,27 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	if err = fn(tx); err != nil && !lk.IsContract(err) {
 		return err
 	}
-	if s.c.Clock != start.Clock || !start.ClockSet || s.unregister {
-		if err := repo.ServiceCountersSet(tx, s.c); err != nil {
+	// A shared database's row must be exact: nobody there reads the
+	// clients table for the counter.
+	if s.c.Clock != start.Clock || !start.ClockSet || s.unregister || (s.shared && s.c != start) {
+		if grouped {
+			s.groupDirty = true // closeGroup writes it
+		} else if err := repo.ServiceCountersSet(tx, s.c); err != nil {
 			return err
 		}
 	}
 	if grouped {
 		// Durable, and announced, only when the group commits.
-		if rerr := tx.ReleaseSavepoint(); rerr != nil {
-			return rerr
+		if savepoint {
+			if rerr := tx.ReleaseSavepoint(); rerr != nil {
+				return rerr
+			}
 		}
 		done = true
 		return err
+	}
+	if perr := s.publish(tx); perr != nil {
+		return perr
 	}
 	if cerr := tx.Commit(); cerr != nil {
 		return cerr
@@ -184,6 +215,23 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	return err
 }
 
+// begin starts a transaction. On a shared database it first takes the lock
+// that serializes every transaction of every process (repo.Lock) and reloads
+// what other processes may have changed since this one's last transaction.
+func (s *Service) begin(ctx context.Context) (*repo.Tx, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil || !s.shared {
+		return tx, err
+	}
+	c, now, err := repo.Lock(tx)
+	if err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	s.c, s.dbNow, s.nextExpiry = c, now, math.MinInt64
+	return tx, nil
+}
+
 // Group runs fn, and every operation on s while fn runs, in one transaction:
 // each operation in its own savepoint (so a failing one undoes only itself),
 // one commit and one sync to disk for all of them. This is group commit: the
@@ -193,38 +241,67 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 // with Group from other goroutines that expect their own commit.
 func (s *Service) Group(ctx context.Context, fn func()) (err error) {
 	ctx = context.WithoutCancel(ctx) // as in withTx
-	s.mu.Lock()
-	if s.group != nil {
-		s.mu.Unlock()
-		return errors.New("service: Group inside Group")
-	}
-	tx, err := s.db.Begin(ctx)
-	if err != nil {
-		s.mu.Unlock()
+	if err := s.openGroup(ctx); err != nil {
 		return err
 	}
-	s.group, s.groupStart, s.events = tx, s.c, s.events[:0]
-	s.mu.Unlock()
 	committed := false
 	defer func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.group = nil
 		if !committed {
-			tx.Rollback()
-			s.c, s.nextExpiry, s.events = s.groupStart, math.MinInt64, s.events[:0]
-			return
-		}
-		if s.notify != nil && len(s.events) > 0 {
-			s.notify(s.events)
+			s.closeGroup(false) // fn panicked
 		}
 	}()
 	fn()
+	committed = true
+	return s.closeGroup(true)
+}
+
+// openGroup starts the transaction of a Group.
+func (s *Service) openGroup(ctx context.Context) error {
 	s.mu.Lock()
-	err = tx.Commit()
-	s.mu.Unlock()
-	committed = err == nil
-	return err
+	defer s.mu.Unlock()
+	if s.group != nil {
+		return errors.New("service: Group inside Group")
+	}
+	tx, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	s.group, s.groupStart, s.groupDirty, s.groupBatch, s.events = tx, s.c, false, false, s.events[:0]
+	return nil
+}
+
+// closeGroup commits (or, with commit false, rolls back) the open Group's
+// transaction; a failed commit rolls back too. The service row is written
+// here, once for the whole group: rewriting one row at every operation of a
+// long transaction costs PostgreSQL a longer chain of row versions each time.
+func (s *Service) closeGroup(commit bool) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx := s.group
+	if tx == nil {
+		return nil
+	}
+	s.group = nil
+	if commit {
+		if s.groupDirty {
+			err = repo.ServiceCountersSet(tx, s.c)
+		}
+		if err == nil {
+			err = s.publish(tx)
+		}
+		if err == nil {
+			err = tx.Commit()
+		}
+	}
+	if !commit || err != nil {
+		tx.Rollback()
+		s.c, s.nextExpiry, s.events = s.groupStart, math.MinInt64, s.events[:0]
+		return err
+	}
+	if s.notify != nil && len(s.events) > 0 {
+		s.notify(s.events)
+	}
+	return nil
 }
 
 // EventKind says what happened.
@@ -306,16 +383,35 @@ func (s *Service) Counts(ctx context.Context, ts int64) (held, waiting int64, er
 	return held, waiting, err
 }
 
-// Position returns client's place in the queue of the lock it waits for
-// (1 = next), or 0 when it waits for none, at ts.
-func (s *Service) Position(ctx context.Context, ts int64, client string) (int64, error) {
-	var rank int64
+// WaitState is where a client that was queued for a lock stands now.
+type WaitState struct {
+	Rank       int64    // its place in that lock's queue (1 = next); 0 when not queued for it
+	Hold       *lk.Hold // its lease on the lock, when it holds one
+	Registered bool     // false after it was aborted (D4) or before it ever acquired
+}
+
+// WaitState tells at ts how the wait of client for lock came out, or that it
+// goes on: for a blocked acquire whose wait ran out, or whose news may have
+// been lost (another server's notification).
+func (s *Service) WaitState(ctx context.Context, ts int64, client, lock string) (WaitState, error) {
+	var w WaitState
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		var err error
-		rank, err = repo.QueueRank(tx, client)
+		st, err := repo.ClientView(tx, client)
+		if err != nil {
+			return err
+		}
+		w.Registered = st.Age != 0
+		for i, h := range st.Holds {
+			if h.Lock == lock {
+				w.Hold = &st.Holds[i]
+			}
+		}
+		if st.Waiting == lock && w.Registered {
+			w.Rank, err = repo.QueueRank(tx, client)
+		}
 		return err
 	})
-	return rank, err
+	return w, err
 }
 
 // noteExpiry keeps nextExpiry a lower bound after a lease got expiry at.

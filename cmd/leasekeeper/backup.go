@@ -24,6 +24,9 @@ server. Leases that ran out in the meantime are retired at their own
 expiry, and their locks handed over at those instants, as after any restart.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if repo.IsPostgres(dbPath) {
+				return usageError{fmt.Errorf("backup copies a SQLite file; back up a PostgreSQL database with pg_dump or pg_basebackup (docs/deployment.md)")}
+			}
 			if err := repo.Backup(cmd.Context(), dbPath, args[0]); err != nil {
 				return err
 			}

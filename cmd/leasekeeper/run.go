@@ -33,10 +33,10 @@ Errors are results ("error: not holder"), never crashes. A case file
 {"ops": [...], "want": [...]} (as in testdata/golden) is accepted too: its ops
 are replayed, and with --check the results are compared with its want.
 
-The service's state lives in memory unless --db names a SQLite file; that file
-must be new or empty, and after the run it holds the final lock state for
-sqlite3 to read (tables locks, leases, queue_entries, clients, store_fences,
-store_values).`,
+The service's state lives in memory unless --db names a SQLite file or a
+PostgreSQL database (a postgres:// URL); it must be new or empty, and after
+the run it holds the final lock state for sqlite3 or psql to read (tables
+locks, leases, queue_entries, clients, store_fences, store_values).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := cmd.InOrStdin()
@@ -58,7 +58,7 @@ store_values).`,
 			return runReplay(cmd, in, dbPath, check, stmtStats)
 		},
 	}
-	cmd.Flags().StringVar(&dbPath, "db", "", "SQLite file to keep the state in (default: in memory)")
+	cmd.Flags().StringVar(&dbPath, "db", "", "SQLite file or postgres:// URL to keep the state in (default: in memory)")
 	cmd.Flags().BoolVar(&stmtStats, "stmt-stats", false, "print each SQL statement's count and time to stderr")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the replay to this file")
 	cmd.Flags().BoolVar(&check, "check", false, "compare the results with the case file's \"want\"; exit 1 on a difference")
@@ -109,7 +109,7 @@ func runReplay(cmd *cobra.Command, in io.Reader, dbPath string, check, stmtStats
 	}
 	defer svc.Close()
 	if _, used := svc.Clock(); used {
-		return usageError{fmt.Errorf("%s already holds leasekeeper state; run replays against a fresh service, so give it a new file", dbPath)}
+		return usageError{fmt.Errorf("%s already holds leasekeeper state; run replays against a fresh service, so give it a new file or an empty database", displayDB(dbPath))}
 	}
 	if stmtStats {
 		svc.CollectStats()

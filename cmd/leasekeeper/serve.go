@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -22,11 +23,15 @@ func newServeCmd() *cobra.Command {
 	var dbPath, listen, cpuProfile, auditLog string
 	var sec *securityFlags
 	cmd := &cobra.Command{
-		Use:   "serve [--db FILE] [--listen ADDR]",
-		Short: "Serve the lock service over HTTP on a durable SQLite file",
+		Use:   "serve [--db FILE|URL] [--listen ADDR]",
+		Short: "Serve the lock service over HTTP on a durable SQLite file or PostgreSQL",
 		Long: `serve runs the lock service: the HTTP API of docs/api.md under /v1, on a
 SQLite file in WAL mode with synchronous=FULL, so that every acknowledged
 grant, renew, release and store write survives a crash or a power loss.
+
+With --db postgres://... it runs on a PostgreSQL database instead, which
+several servers may share (docs/deployment.md); time is then the database's
+clock, so that servers agree on it.
 
 Time is the server's clock in whole Unix seconds, never running backwards;
 leases are retired at their expiry by a timer, with no request needed.
@@ -45,7 +50,7 @@ their current state, requests in flight finish, the database is closed.`,
 		},
 	}
 	sec = addSecurityFlags(cmd)
-	cmd.Flags().StringVar(&dbPath, "db", "leasekeeper.db", "SQLite file holding the lock state")
+	cmd.Flags().StringVar(&dbPath, "db", "leasekeeper.db", "SQLite file, or postgres:// URL, holding the lock state")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free one)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the server's run to this file")
 	cmd.Flags().StringVar(&auditLog, "audit-log", "", "append the audit log (JSON lines) to this file instead of standard error")
@@ -92,7 +97,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return srv.Counts(ctx) })
 	srv = server.New(svc, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler()})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), dbPath)
+	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), displayDB(dbPath))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -110,4 +115,17 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 		err = cerr
 	}
 	return err
+}
+
+// displayDB is how a --db value is shown in messages: a PostgreSQL URL
+// without its password.
+func displayDB(db string) string {
+	if !repo.IsPostgres(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "the PostgreSQL database"
+	}
+	return u.Redacted()
 }

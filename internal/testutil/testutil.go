@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -24,12 +25,15 @@ type Backend struct {
 }
 
 // Backends are the databases every contract suite runs on: SQLite in memory,
-// and a SQLite file in the test's temporary directory.
+// a SQLite file in the test's temporary directory, and a fresh schema of the
+// PostgreSQL named by LEASEKEEPER_TEST_POSTGRES (internal/pgtest: without
+// one, the PostgreSQL runs fail and say how to get one).
 var Backends = []Backend{
 	{"sqlite-memory", func(t testing.TB) *service.Service { return OpenService(t, repo.MemoryPath) }},
 	{"sqlite-file", func(t testing.TB) *service.Service {
 		return OpenService(t, filepath.Join(t.TempDir(), "leasekeeper.db"))
 	}},
+	{"postgres", func(t testing.TB) *service.Service { return OpenService(t, pgtest.DSN(t)) }},
 }
 
 // OpenService opens a service at path, closed when the test ends.

@@ -1,0 +1,180 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+
+	"github.com/leasekeeper/leasekeeper/repo"
+)
+
+// Several servers on one PostgreSQL database: each transaction tells the
+// others what it did to waiting clients through a notification, sent in the
+// transaction (so delivered only if it commits, and after it commits), and
+// each service listens for the others' (Listen).
+
+// eventsChannel is the PostgreSQL notification channel of the events.
+const eventsChannel = "leasekeeper_events"
+
+// maxNotifyEvents bounds the events in one notification: PostgreSQL refuses
+// payloads of 8000 bytes or more, and an event with two names of the
+// server's largest size fits about 14 times in that.
+const maxNotifyEvents = 12
+
+// Shared reports whether other processes may use the database too
+// (PostgreSQL): see repo.DB.Shared.
+func (s *Service) Shared() bool { return s.shared }
+
+// DatabaseTime returns the database's clock (Unix seconds, with a fraction)
+// as read when the open Group took its lock, on a shared database; ok is
+// false otherwise. A server running on a shared database takes its time from
+// here, so that servers with skewed clocks agree.
+func (s *Service) DatabaseTime() (t float64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dbNow, s.shared && s.group != nil
+}
+
+func newOrigin() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// notice is the notification payload: who sent it and what happened.
+type notice struct {
+	Origin string      `json:"o"`
+	Events []wireEvent `json:"e"`
+}
+
+// wireEvent is the part of an Event another server needs: whom to wake and
+// with what, and when the new lease ends (for its lapse timer).
+type wireEvent struct {
+	Kind      EventKind `json:"k"`
+	Client    string    `json:"c"`
+	Lock      string    `json:"l"`
+	At        int64     `json:"a,omitempty"`
+	Token     int64     `json:"t,omitempty"`
+	ExpiresAt int64     `json:"x,omitempty"`
+	FromQueue bool      `json:"q,omitempty"`
+}
+
+// publish sends the events of the transaction that waiting clients and lapse
+// timers elsewhere care about. Called just before the commit.
+func (s *Service) publish(tx *repo.Tx) error {
+	if !s.shared {
+		return nil
+	}
+	var batch []wireEvent
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		b, err := json.Marshal(notice{Origin: s.origin, Events: batch})
+		if err != nil {
+			return err
+		}
+		batch = batch[:0]
+		return repo.Notify(tx, eventsChannel, string(b))
+	}
+	for _, e := range s.events {
+		switch e.Kind {
+		case EventGranted, EventAborted, EventWithdrawn:
+		default:
+			continue
+		}
+		batch = append(batch, wireEvent{Kind: e.Kind, Client: e.Client, Lock: e.Lock, At: e.At,
+			Token: e.Token, ExpiresAt: e.ExpiresAt, FromQueue: e.FromQueue})
+		if len(batch) == maxNotifyEvents {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// Listen passes fn the events that other processes' committed transactions
+// caused, until ctx ends; on a database that is not shared it returns at
+// once. Each time it starts listening, first and after a lost connection,
+// it calls fn with resync set: notifications may have been missed, so the
+// caller must check the state of what it waits for.
+func (s *Service) Listen(ctx context.Context, fn func(events []Event, resync bool)) error {
+	if !s.shared {
+		return nil
+	}
+	return s.db.Listen(ctx, eventsChannel, func() {
+		s.mu.Lock()
+		s.nextExpiry = math.MinInt64
+		s.mu.Unlock()
+		fn(nil, true)
+	}, func(payload string) {
+		var n notice
+		if json.Unmarshal([]byte(payload), &n) != nil || n.Origin == s.origin {
+			return
+		}
+		events := make([]Event, len(n.Events))
+		s.mu.Lock()
+		for i, w := range n.Events {
+			events[i] = Event{Kind: w.Kind, Client: w.Client, Lock: w.Lock, At: w.At,
+				Token: w.Token, ExpiresAt: w.ExpiresAt, FromQueue: w.FromQueue}
+			if w.Kind == EventGranted {
+				s.noteExpiry(w.ExpiresAt)
+			}
+		}
+		s.mu.Unlock()
+		fn(events, false)
+	})
+}
+
+// batchOps is how many operations a Batch runs per transaction: enough to
+// spread a transaction's round trips thin, few enough that rows written by
+// every operation (a busy lock's) keep short version chains.
+const batchOps = 64
+
+// Batch runs fn, which runs operations and calls step after each, in
+// transactions of batchOps operations, when the database is shared and no
+// Group is open; otherwise step does nothing, and each operation has its own
+// transaction as usual. On PostgreSQL a transaction costs several round
+// trips beyond its operation's own, which a replay of many operations need
+// not pay each time; on SQLite a transaction costs about what a savepoint
+// does. Each transaction commits before the next begins, so a failure loses
+// at most the operations of the last one.
+func (s *Service) Batch(ctx context.Context, fn func(step func() error) error) error {
+	ctx = context.WithoutCancel(ctx)
+	s.mu.Lock()
+	plain := !s.shared || s.group != nil
+	s.mu.Unlock()
+	if plain {
+		return fn(func() error { return nil })
+	}
+	open := func() error {
+		if err := s.openGroup(ctx); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.groupBatch = true
+		s.mu.Unlock()
+		return nil
+	}
+	if err := open(); err != nil {
+		return err
+	}
+	n := 0
+	err := fn(func() error {
+		if n++; n < batchOps {
+			return nil
+		}
+		n = 0
+		if err := s.closeGroup(true); err != nil {
+			return err
+		}
+		return open()
+	})
+	if cerr := s.closeGroup(err == nil); err == nil {
+		err = cerr
+	}
+	return err
+}
