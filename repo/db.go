@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -275,7 +276,7 @@ func (tx *Tx) exec(query string, args ...any) (sql.Result, error) {
 	if tx.d.stats != nil {
 		defer tx.d.track(query, time.Now())
 	}
-	return s.ExecContext(tx.ctx, args...)
+	return s.ExecContext(tx.ctx, tx.encode(args)...)
 }
 
 // row runs a query expected to return at most one row and scans it into dest.
@@ -289,10 +290,11 @@ func (tx *Tx) row(query string, args []any, dest ...any) (bool, error) {
 	if tx.d.stats != nil {
 		defer tx.d.track(query, time.Now())
 	}
-	err = s.QueryRowContext(tx.ctx, args...).Scan(dest...)
+	err = s.QueryRowContext(tx.ctx, tx.encode(args)...).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
+	tx.decode(dest...)
 	return err == nil, err
 }
 
@@ -311,13 +313,18 @@ func (tx *Tx) each(query string, args []any, fn func(scan func(...any) error) er
 	if tx.d.stats != nil {
 		defer tx.d.track(query, time.Now())
 	}
-	rows, err := s.QueryContext(tx.ctx, args...)
+	rows, err := s.QueryContext(tx.ctx, tx.encode(args)...)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
+	scan := func(dest ...any) error {
+		err := rows.Scan(dest...)
+		tx.decode(dest...)
+		return err
+	}
 	for rows.Next() {
-		if err := fn(rows.Scan); err != nil {
+		if err := fn(scan); err != nil {
 			return err
 		}
 	}
@@ -333,7 +340,9 @@ func (tx *Tx) selectAll(dest any, query string, args ...any) error {
 	if tx.d.stats != nil {
 		defer tx.d.track(query, time.Now())
 	}
-	return s.SelectContext(tx.ctx, dest, args...)
+	err = s.SelectContext(tx.ctx, dest, tx.encode(args)...)
+	tx.decode(dest)
+	return err
 }
 
 // affected runs a statement and reports how many rows it changed.
@@ -369,6 +378,94 @@ func dollarParams(query string) string {
 			fmt.Fprint(&b, n)
 		}
 		i = j - 1
+	}
+	return b.String()
+}
+
+// PostgreSQL's text cannot hold the byte 0, which the contract allows in
+// names, keys and values. On PostgreSQL every string goes in escaped, 0 as
+// 1 1 and 1 as 1 2, and comes out unescaped. The escape keeps the byte-wise
+// order of names (ORDER BY under COLLATE "C"): the codes of 0 and 1 sort
+// below every other byte and in their order, and no code is a prefix of
+// another. Other strings, all but the oddest, are stored as they are.
+
+func (tx *Tx) encode(args []any) []any {
+	if tx.d.dialect != postgresDialect {
+		return args
+	}
+	var out []any
+	for i, a := range args {
+		if s, ok := a.(string); ok && strings.ContainsAny(s, "\x00\x01") {
+			if out == nil {
+				out = append([]any(nil), args...)
+			}
+			out[i] = escapeText(s)
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+// decode unescapes every string that dests (pointers, to strings, structs
+// or slices of structs, as Scan and Select fill them) hold.
+func (tx *Tx) decode(dests ...any) {
+	if tx.d.dialect != postgresDialect {
+		return
+	}
+	for _, d := range dests {
+		unescapeValue(reflect.ValueOf(d))
+	}
+}
+
+func unescapeValue(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			unescapeValue(v.Elem())
+		}
+	case reflect.String:
+		if s := v.String(); strings.IndexByte(s, 1) >= 0 && v.CanSet() {
+			v.SetString(unescapeText(s))
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				unescapeValue(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			unescapeValue(v.Index(i))
+		}
+	}
+}
+
+func escapeText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case 0:
+			b.WriteString("\x01\x01")
+		case 1:
+			b.WriteString("\x01\x02")
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+func unescapeText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == 1 && i+1 < len(s) {
+			i++
+			b.WriteByte(s[i] - 1)
+			continue
+		}
+		b.WriteByte(s[i])
 	}
 	return b.String()
 }

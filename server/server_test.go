@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -28,6 +29,7 @@ type fixture struct {
 	url   string
 	path  string
 	stop  func() // shuts the server down and closes the database; idempotent
+	svc   *service.Service
 }
 
 func start(t *testing.T, at int64) *fixture {
@@ -38,12 +40,19 @@ func start(t *testing.T, at int64) *fixture {
 
 func startOn(t *testing.T, path string, at int64) *fixture {
 	t.Helper()
+	return startWith(t, path, server.NewManualClock(time.Unix(at, 0)), server.Options{})
+}
+
+// startWith starts a server on the database at path with the given clock
+// and options.
+func startWith(t *testing.T, path string, clock *server.ManualClock, opts server.Options) *fixture {
+	t.Helper()
 	svc, err := service.Open(context.Background(), path, service.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := server.NewManualClock(time.Unix(at, 0))
-	srv := server.New(svc, server.Options{Clock: clock})
+	opts.Clock = clock
+	srv := server.New(svc, opts)
 	hs := httptest.NewServer(srv.Handler())
 	var once sync.Once
 	stop := func() {
@@ -55,7 +64,7 @@ func startOn(t *testing.T, path string, at int64) *fixture {
 		})
 	}
 	t.Cleanup(stop)
-	return &fixture{t: t, clock: clock, url: hs.URL, path: path, stop: stop}
+	return &fixture{t: t, clock: clock, url: hs.URL, path: path, stop: stop, svc: svc}
 }
 
 // call sends one request and returns the status and the decoded body.
@@ -159,21 +168,29 @@ func TestGoldenOverHTTP(t *testing.T) {
 			continue
 		}
 		replayed++
-		t.Run(c.Name, func(t *testing.T) {
-			f := start(t, steps[0].ts)
-			for i, s := range steps {
-				f.clock.Set(time.Unix(s.ts, 0))
-				status, got := f.call(s.method, s.path, s.body)
-				if !harness.Equal(got, c.Want[i]) {
-					w, _ := json.Marshal(c.Want[i])
-					g, _ := json.Marshal(got)
-					t.Errorf("op %d %v: got %s (HTTP %d), want %s", i, c.Ops[i], g, status, w)
+		for _, backend := range []string{"sqlite", "postgres"} {
+			t.Run(backend+"/"+c.Name, func(t *testing.T) {
+				var f *fixture
+				if backend == "sqlite" {
+					f = start(t, steps[0].ts)
+				} else {
+					t.Parallel()
+					f = startOn(t, pgtest.DSN(t), steps[0].ts)
 				}
-				if str, _ := got.(string); strings.HasPrefix(str, "error: ") == (status == http.StatusOK) {
-					t.Errorf("op %d: HTTP %d for %v", i, status, got)
+				for i, s := range steps {
+					f.clock.Set(time.Unix(s.ts, 0))
+					status, got := f.call(s.method, s.path, s.body)
+					if !harness.Equal(got, c.Want[i]) {
+						w, _ := json.Marshal(c.Want[i])
+						g, _ := json.Marshal(got)
+						t.Errorf("op %d %v: got %s (HTTP %d), want %s", i, c.Ops[i], g, status, w)
+					}
+					if str, _ := got.(string); strings.HasPrefix(str, "error: ") == (status == http.StatusOK) {
+						t.Errorf("op %d: HTTP %d for %v", i, status, got)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 	if replayed < 30 {
 		t.Fatalf("only %d golden cases have an HTTP form; expected the examples and most rule cases", replayed)

@@ -105,10 +105,20 @@ func (s *Service) Stats() []repo.StatementStats {
 	return s.db.Stats()
 }
 
-// Clock returns the service's current time; ok is false before the first operation.
+// Clock returns the service's current time; ok is false before the first
+// operation. On a shared database, outside a Group, it reads the database:
+// other processes may have moved the time since this one last looked.
 func (s *Service) Clock() (ts int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.shared && s.group == nil {
+		if tx, err := s.db.Begin(context.Background()); err == nil {
+			if c, err := repo.ServiceCounters(tx); err == nil {
+				s.c.Clock, s.c.ClockSet = c.Clock, c.ClockSet
+			}
+			tx.Rollback()
+		}
+	}
 	return s.c.Clock, s.c.ClockSet
 }
 

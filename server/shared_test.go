@@ -1,0 +1,96 @@
+package server_test
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/internal/pgtest"
+	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/server"
+	"github.com/leasekeeper/leasekeeper/service"
+)
+
+// Two servers on one PostgreSQL database, in this process, on one manual
+// clock: what one server does must reach the blocked acquires the other
+// one holds, and a lapse both notice is handed over once.
+
+// tally counts the events a server's transactions caused.
+type tally struct {
+	mu     sync.Mutex
+	counts map[service.EventKind]int
+}
+
+func (o *tally) Events(events []service.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range events {
+		o.counts[e.Kind]++
+	}
+}
+func (o *tally) Request(string, int, time.Duration)                  {}
+func (o *tally) Commit(int, time.Duration)                           {}
+func (o *tally) Denied(*http.Request, server.Access, *server.Denial) {}
+func (o *tally) count(k service.EventKind) int                       { o.mu.Lock(); defer o.mu.Unlock(); return o.counts[k] }
+func newTally() *tally                                               { return &tally{counts: map[service.EventKind]int{}} }
+
+func startPair(t *testing.T, at int64) (a, b *fixture, ta, tb *tally) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	clock := server.NewManualClock(time.Unix(at, 0))
+	ta, tb = newTally(), newTally()
+	a = startWith(t, dsn, clock, server.Options{Observer: ta})
+	b = startWith(t, dsn, clock, server.Options{Observer: tb})
+	return a, b, ta, tb
+}
+
+// TestSharedReleaseWakesOtherServer: a release on one server answers the
+// blocked acquire held by the other.
+func TestSharedReleaseWakesOtherServer(t *testing.T) {
+	a, b, _, _ := startPair(t, 1000)
+	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 10})
+	expect(t, v, `["granted", 1, 1010]`)
+	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
+	a.waitQueued("y")
+	a.clock.Set(time.Unix(1004, 0))
+	_, v = a.call("POST", "/v1/release", map[string]any{"client": "x", "lock": "L"})
+	expect(t, v, `"released"`)
+	expect(t, receive(t, ch), `["granted", 2, 1034]`)
+}
+
+// TestSharedLapseHandedOverOnce: both servers know when the lease ends (one
+// granted it, the other heard of the grant), both lapse timers fire, and
+// the lock is handed over exactly once, at the lease's end.
+func TestSharedLapseHandedOverOnce(t *testing.T) {
+	a, b, ta, tb := startPair(t, 1000)
+	a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 10})
+	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
+	a.waitQueued("y")
+	testutil.Eventually(t, 5*time.Second, "server b never learnt of x's lease", func() bool {
+		return b.svc.NextExpiry() == 1010
+	})
+	a.clock.Set(time.Unix(1025, 0))
+	expect(t, receive(t, ch), `["granted", 2, 1040]`)
+	_, v := b.call("GET", "/v1/inspect?lock=L", nil)
+	expect(t, v, `{"holders": [["y", "exclusive", 2, 1040]], "queue": []}`)
+	if n := ta.count(service.EventLapsed) + tb.count(service.EventLapsed); n != 1 {
+		t.Errorf("the lapse was reported %d times across both servers, want once", n)
+	}
+	if n := ta.count(service.EventGranted) + tb.count(service.EventGranted); n != 2 {
+		t.Errorf("%d grants across both servers, want 2 (x's, then y's at the hand-over)", n)
+	}
+}
+
+// TestSharedDeadlockVictimOnOtherServer: a deadlock found by one server
+// aborts a client whose blocked acquire the other server holds.
+func TestSharedDeadlockVictimOnOtherServer(t *testing.T) {
+	a, b, _, _ := startPair(t, 0)
+	a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L1", "ttl": 100})
+	b.call("POST", "/v1/acquire", map[string]any{"client": "y", "lock": "L2", "ttl": 100})
+	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L1", "ttl": 100, "wait": 600})
+	a.waitQueued("y")
+	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L2", "ttl": 100})
+	expect(t, v, `["granted", 2, 100, ["y"]]`)
+	expect(t, receive(t, ch), `["deadlock", ["y"]]`)
+}
