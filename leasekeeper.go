@@ -45,6 +45,13 @@ var (
 	ErrStaleToken = errors.New("stale token")
 )
 
+// ErrUnavailable wraps a failure to reach the database or to finish a
+// transaction on it (a lost connection, a failover, a lock wait or an idle
+// transaction cut off by its timeout). Not a contract result: the operation
+// did not happen, or, when the commit itself was cut off, its outcome is
+// unknown until the state is read again.
+var ErrUnavailable = errors.New("database unavailable")
+
 var contractErrors = []error{ErrInvalidArguments, ErrInvalidTTL, ErrClientBusy, ErrNotHolder, ErrStaleToken}
 
 // IsContract reports whether err is one of the contract's error codes, i.e. a

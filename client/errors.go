@@ -44,6 +44,11 @@ var (
 	// ErrShuttingDown: the server is stopping; another server (or this one,
 	// restarted) may answer a retry.
 	ErrShuttingDown = errors.New("shutting down")
+	// ErrUnavailable (503): the server lost its PostgreSQL database for the
+	// moment (a failover, a restart, a lock wait cut off). The operation did
+	// not happen, or, when the commit itself was cut off, it may have: read
+	// the state (Status) before acting on a retry's answer.
+	ErrUnavailable = lk.ErrUnavailable
 	// ErrUnauthenticated (401): a server with an auth file got no bearer
 	// token, or one it does not know (WithBearerToken). Nothing changed.
 	ErrUnauthenticated = errors.New("unauthenticated")
@@ -79,7 +84,7 @@ var codes = map[string]error{}
 func init() {
 	for _, err := range []error{ErrInvalidArguments, ErrInvalidTTL, ErrClientBusy, ErrNotHolder, ErrStaleToken,
 		ErrBodyTooLarge, ErrNotFound, ErrMethodNotAllowed, ErrInternal, ErrShuttingDown,
-		ErrUnauthenticated, ErrForbidden} {
+		ErrUnavailable, ErrUnauthenticated, ErrForbidden} {
 		codes[err.Error()] = err
 	}
 }

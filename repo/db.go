@@ -14,12 +14,15 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/migrations"
 )
 
@@ -42,6 +45,10 @@ type DB struct {
 	conn    *sqlx.Conn
 	dialect dialect
 	dsn     string // PostgreSQL only: for Listen's own connection
+	// suspect: a statement failed, so the connection may be gone; the next
+	// Begin checks it and, if so, takes a new one (PostgreSQL only: a
+	// SQLite connection is a file handle).
+	suspect bool
 	stmts   map[string]*sqlx.Stmt
 	stats   map[string]*StatementStats // nil unless CollectStats was called
 }
@@ -147,10 +154,25 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // start together migrate under goose's session lock (an advisory lock), so
 // exactly one applies each migration.
 func openPostgres(ctx context.Context, dsn string) (*DB, error) {
-	sdb, err := sqlx.Open("pgx", dsn)
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	// Every transaction holds the lock all servers queue for, so none may
+	// hold it long: a server that stalls inside one (paused, partitioned)
+	// has it cut off after 10 s, and a server that cannot get the lock in
+	// 10 s answers "unavailable" rather than hanging. The URL may set
+	// other values.
+	for k, v := range map[string]string{
+		"idle_in_transaction_session_timeout": "10s",
+		"lock_timeout":                        "10s",
+		"application_name":                    "leasekeeper",
+	} {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
+	sdb := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
 	// Operations are serialized per process anyway (package service); a
 	// second connection would only hold a second snapshot.
 	sdb.SetMaxOpenConns(1)
@@ -195,6 +217,58 @@ func (d *DB) Close() error {
 	return d.db.Close()
 }
 
+// recover replaces the connection after a failure, if it is gone: after a
+// failover, or a restart of PostgreSQL, the server goes on with a new one.
+func (d *DB) recover(ctx context.Context) error {
+	if !d.suspect {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := d.conn.PingContext(pctx)
+	cancel()
+	if err == nil {
+		d.suspect = false
+		return nil
+	}
+	for _, s := range d.stmts {
+		s.Close()
+	}
+	d.stmts = map[string]*sqlx.Stmt{}
+	d.conn.Close()
+	conn, err := d.db.Connx(ctx)
+	if err != nil {
+		// d.conn stays the closed one: the next Begin tries again.
+		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
+	}
+	d.conn, d.suspect = conn, false
+	return nil
+}
+
+// failed notes a statement's error and tells a lost database from a bug:
+// on PostgreSQL an error of the connection, of a failover or of a timeout
+// comes back wrapped in lk.ErrUnavailable.
+func (d *DB) failed(err error) error {
+	if err == nil || d.dialect != postgresDialect || errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	d.suspect = true
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			strings.HasPrefix(pe.Code, "57"), // operator intervention: shutdown, cancel
+			pe.Code == "55P03",               // lock_not_available: lock_timeout
+			pe.Code == "25P03",               // idle_in_transaction_session_timeout
+			pe.Code == "25006",               // read_only_sql_transaction: a standby
+			pe.Code == "40001", pe.Code == "40P01":
+			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
+		}
+		return err
+	}
+	// Not a server's answer: the connection broke, or never was.
+	return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
+}
+
 // Tx is an open transaction on a DB: the handle every repo function takes.
 type Tx struct {
 	d   *DB
@@ -209,6 +283,9 @@ func (d *DB) Begin(ctx context.Context) (*Tx, error) {
 	begin := "BEGIN IMMEDIATE"
 	if d.dialect == postgresDialect {
 		begin = "BEGIN"
+		if err := d.recover(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := tx.exec(begin); err != nil {
 		return nil, err
@@ -262,7 +339,7 @@ func (tx *Tx) stmt(query string) (*sqlx.Stmt, error) {
 	// a context kept from Open would be cancelled long before the database.
 	s, err := tx.d.conn.PreparexContext(tx.ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("prepare %q: %w", query, err)
+		return nil, fmt.Errorf("prepare %q: %w", query, tx.d.failed(err))
 	}
 	tx.d.stmts[query] = s
 	return s, nil
@@ -276,7 +353,8 @@ func (tx *Tx) exec(query string, args ...any) (sql.Result, error) {
 	if tx.d.stats != nil {
 		defer tx.d.track(query, time.Now())
 	}
-	return s.ExecContext(tx.ctx, tx.encode(args)...)
+	res, err := s.ExecContext(tx.ctx, tx.encode(args)...)
+	return res, tx.d.failed(err)
 }
 
 // row runs a query expected to return at most one row and scans it into dest.
@@ -295,7 +373,7 @@ func (tx *Tx) row(query string, args []any, dest ...any) (bool, error) {
 		return false, nil
 	}
 	tx.decode(dest...)
-	return err == nil, err
+	return err == nil, tx.d.failed(err)
 }
 
 // rowInt is row for a single integer column.
@@ -315,7 +393,7 @@ func (tx *Tx) each(query string, args []any, fn func(scan func(...any) error) er
 	}
 	rows, err := s.QueryContext(tx.ctx, tx.encode(args)...)
 	if err != nil {
-		return err
+		return tx.d.failed(err)
 	}
 	defer rows.Close()
 	scan := func(dest ...any) error {
@@ -325,10 +403,10 @@ func (tx *Tx) each(query string, args []any, fn func(scan func(...any) error) er
 	}
 	for rows.Next() {
 		if err := fn(scan); err != nil {
-			return err
+			return tx.d.failed(err)
 		}
 	}
-	return rows.Err()
+	return tx.d.failed(rows.Err())
 }
 
 // selectAll runs query and scans every row into the slice dest points to.
@@ -342,7 +420,7 @@ func (tx *Tx) selectAll(dest any, query string, args ...any) error {
 	}
 	err = s.SelectContext(tx.ctx, dest, tx.encode(args)...)
 	tx.decode(dest)
-	return err
+	return tx.d.failed(err)
 }
 
 // affected runs a statement and reports how many rows it changed.

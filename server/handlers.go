@@ -99,6 +99,12 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	if errors.Is(err, context.Canceled) {
 		return // the caller went away: nobody to answer
 	}
+	if errors.Is(err, lk.ErrUnavailable) {
+		s.log.Warn("database unavailable", "err", err)
+		w.Header().Set("Retry-After", "1")
+		reply(w, http.StatusServiceUnavailable, "error: unavailable")
+		return
+	}
 	s.log.Error("operation failed", "err", err)
 	reply(w, http.StatusInternalServerError, "error: internal")
 }

@@ -1,10 +1,14 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
@@ -93,4 +97,62 @@ func TestSharedDeadlockVictimOnOtherServer(t *testing.T) {
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L2", "ttl": 100})
 	expect(t, v, `["granted", 2, 100, ["y"]]`)
 	expect(t, receive(t, ch), `["deadlock", ["y"]]`)
+}
+
+// TestSharedSurvivesLostConnection: PostgreSQL ends the server's
+// connections (as a restart or a failover does). A request may then get
+// 503 "error: unavailable", never a wrong answer, and the server goes on
+// with a new connection; blocked acquires are still woken, through a
+// listener that reconnected too.
+func TestSharedSurvivesLostConnection(t *testing.T) {
+	app := fmt.Sprintf("lktest_%d", time.Now().UnixNano())
+	dsn := pgtest.DSN(t) + "&application_name=" + app
+	clock := server.NewManualClock(time.Unix(1000, 0))
+	a := startWith(t, dsn, clock, server.Options{})
+	b := startWith(t, dsn, clock, server.Options{})
+	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
+	expect(t, v, `["granted", 1, 1100]`)
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var killed int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name = $1) k`, app).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed < 4 { // two servers, each with a connection and a listener
+		t.Fatalf("terminated %d connections, want at least 4", killed)
+	}
+
+	// retry calls until an answer other than 503, which is the only
+	// failure allowed.
+	retry := func(f *fixture, method, path string, body map[string]any) any {
+		t.Helper()
+		for i := 0; i < 10; i++ {
+			status, v := f.call(method, path, body)
+			if status != http.StatusServiceUnavailable {
+				return v
+			}
+			expect(t, v, `"error: unavailable"`)
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("%s %s: still unavailable after 10 tries", method, path)
+		return nil
+	}
+	expect(t, retry(a, "GET", "/v1/inspect?lock=L", nil), `{"holders": [["x", "exclusive", 1, 1100]], "queue": []}`)
+	retry(b, "GET", "/v1/inspect?lock=L", nil)
+	testutil.Eventually(t, 5*time.Second, "the listeners never reconnected", func() bool {
+		var n int
+		conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
+			AND query LIKE 'LISTEN%'`, app).Scan(&n)
+		return n == 2
+	})
+	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
+	a.waitQueued("y")
+	expect(t, retry(a, "POST", "/v1/release", map[string]any{"client": "x", "lock": "L"}), `"released"`)
+	expect(t, receive(t, ch), `["granted", 2, 1030]`)
 }
