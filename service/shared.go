@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
+	"strings"
 
 	"github.com/leasekeeper/leasekeeper/repo"
 )
@@ -18,10 +19,9 @@ import (
 // eventsChannel is the PostgreSQL notification channel of the events.
 const eventsChannel = "leasekeeper_events"
 
-// maxNotifyEvents bounds the events in one notification: PostgreSQL refuses
-// payloads of 8000 bytes or more, and an event with two names of the
-// server's largest size fits about 14 times in that.
-const maxNotifyEvents = 12
+// maxPayload bounds a notification's payload: PostgreSQL refuses 8000 bytes
+// or more.
+const maxPayload = 7900
 
 // Shared reports whether other processes may use the database too
 // (PostgreSQL): see repo.DB.Shared.
@@ -43,10 +43,12 @@ func newOrigin() string {
 	return hex.EncodeToString(b[:])
 }
 
-// notice is the notification payload: who sent it and what happened.
+// notice is the notification payload: who sent it and what happened, or
+// (Recheck) that something happened too large to tell in a notification.
 type notice struct {
-	Origin string      `json:"o"`
-	Events []wireEvent `json:"e"`
+	Origin  string      `json:"o"`
+	Events  []wireEvent `json:"e,omitempty"`
+	Recheck bool        `json:"r,omitempty"`
 }
 
 // wireEvent is the part of an Event another server needs: whom to wake and
@@ -62,22 +64,23 @@ type wireEvent struct {
 }
 
 // publish sends the events of the transaction that waiting clients and lapse
-// timers elsewhere care about. Called just before the commit.
+// timers elsewhere care about, in notifications of at most maxPayload bytes.
+// An event too large for one (names are not bounded here) is replaced by a
+// Recheck notice. Called just before the commit.
 func (s *Service) publish(tx *repo.Tx) error {
 	if !s.shared {
 		return nil
 	}
-	var batch []wireEvent
+	head := `{"o":"` + s.origin + `","e":[`
+	var b strings.Builder
+	recheck := false
 	flush := func() error {
-		if len(batch) == 0 {
+		if b.Len() == 0 {
 			return nil
 		}
-		b, err := json.Marshal(notice{Origin: s.origin, Events: batch})
-		if err != nil {
-			return err
-		}
-		batch = batch[:0]
-		return repo.Notify(tx, eventsChannel, string(b))
+		payload := head + b.String() + "]}"
+		b.Reset()
+		return repo.Notify(tx, eventsChannel, payload)
 	}
 	for _, e := range s.events {
 		switch e.Kind {
@@ -85,15 +88,33 @@ func (s *Service) publish(tx *repo.Tx) error {
 		default:
 			continue
 		}
-		batch = append(batch, wireEvent{Kind: e.Kind, Client: e.Client, Lock: e.Lock, At: e.At,
+		one, err := json.Marshal(wireEvent{Kind: e.Kind, Client: e.Client, Lock: e.Lock, At: e.At,
 			Token: e.Token, ExpiresAt: e.ExpiresAt, FromQueue: e.FromQueue})
-		if len(batch) == maxNotifyEvents {
+		if err != nil {
+			return err
+		}
+		if len(head)+len(one)+2 > maxPayload {
+			recheck = true
+			continue
+		}
+		if len(head)+b.Len()+1+len(one)+2 > maxPayload {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(one)
 	}
-	return flush()
+	if err := flush(); err != nil {
+		return err
+	}
+	if recheck {
+		p, _ := json.Marshal(notice{Origin: s.origin, Recheck: true})
+		return repo.Notify(tx, eventsChannel, string(p))
+	}
+	return nil
 }
 
 // Listen passes fn the events that other processes' committed transactions
@@ -105,14 +126,19 @@ func (s *Service) Listen(ctx context.Context, fn func(events []Event, resync boo
 	if !s.shared {
 		return nil
 	}
-	return s.db.Listen(ctx, eventsChannel, func() {
+	resync := func() {
 		s.mu.Lock()
 		s.nextExpiry = math.MinInt64
 		s.mu.Unlock()
 		fn(nil, true)
-	}, func(payload string) {
+	}
+	return s.db.Listen(ctx, eventsChannel, resync, func(payload string) {
 		var n notice
 		if json.Unmarshal([]byte(payload), &n) != nil || n.Origin == s.origin {
+			return
+		}
+		if n.Recheck {
+			resync()
 			return
 		}
 		events := make([]Event, len(n.Events))
