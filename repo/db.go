@@ -7,8 +7,11 @@ package repo
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"reflect"
 	"sort"
 	"strings"
@@ -49,6 +52,9 @@ type DB struct {
 	// Begin checks it and, if so, takes a new one (PostgreSQL only: a
 	// SQLite connection is a file handle).
 	suspect bool
+	// replace: the connection works but is the wrong one (it reached a
+	// standby): the next Begin takes another whatever a ping says.
+	replace bool
 	stmts   map[string]*sqlx.Stmt
 	stats   map[string]*StatementStats // nil unless CollectStats was called
 }
@@ -223,18 +229,24 @@ func (d *DB) recover(ctx context.Context) error {
 	if !d.suspect {
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := d.conn.PingContext(pctx)
-	cancel()
-	if err == nil {
-		d.suspect = false
-		return nil
+	if !d.replace {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := d.conn.PingContext(pctx)
+		cancel()
+		if err == nil {
+			d.suspect = false
+			return nil
+		}
 	}
 	for _, s := range d.stmts {
 		s.Close()
 	}
 	d.stmts = map[string]*sqlx.Stmt{}
+	// Closing a Conn only hands it back to the pool; a Raw that answers
+	// ErrBadConn makes database/sql close it for good.
+	d.conn.Raw(func(any) error { return driver.ErrBadConn })
 	d.conn.Close()
+	d.replace = false
 	conn, err := d.db.Connx(ctx)
 	if err != nil {
 		// d.conn stays the closed one: the next Begin tries again.
@@ -259,14 +271,29 @@ func (d *DB) failed(err error) error {
 			strings.HasPrefix(pe.Code, "57"), // operator intervention: shutdown, cancel
 			pe.Code == "55P03",               // lock_not_available: lock_timeout
 			pe.Code == "25P03",               // idle_in_transaction_session_timeout
-			pe.Code == "25006",               // read_only_sql_transaction: a standby
 			pe.Code == "40001", pe.Code == "40P01":
+			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
+		case pe.Code == "25006": // read_only_sql_transaction: a standby, after a failover
+			d.replace = true
 			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
 		}
 		return err
 	}
-	// Not a server's answer: the connection broke, or never was.
-	return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
+	if lostConnection(err) {
+		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
+	}
+	return err // a bug of ours, not the database's absence
+}
+
+// lostConnection reports whether err, not an answer of the server, says
+// that the connection broke or could not be made.
+func lostConnection(err error) bool {
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ne) || errors.As(err, &ce) || pgconn.Timeout(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "conn busy")
 }
 
 // Tx is an open transaction on a DB: the handle every repo function takes.

@@ -119,6 +119,13 @@ func TestSharedSurvivesLostConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	listening := func() bool {
+		var n int
+		conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
+			AND query LIKE 'LISTEN%'`, app).Scan(&n)
+		return n == 2
+	}
+	testutil.Eventually(t, 5*time.Second, "the listeners never connected", listening)
 	var killed int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE application_name = $1) k`, app).Scan(&killed); err != nil {
@@ -145,12 +152,7 @@ func TestSharedSurvivesLostConnection(t *testing.T) {
 	}
 	expect(t, retry(a, "GET", "/v1/inspect?lock=L", nil), `{"holders": [["x", "exclusive", 1, 1100]], "queue": []}`)
 	retry(b, "GET", "/v1/inspect?lock=L", nil)
-	testutil.Eventually(t, 5*time.Second, "the listeners never reconnected", func() bool {
-		var n int
-		conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
-			AND query LIKE 'LISTEN%'`, app).Scan(&n)
-		return n == 2
-	})
+	testutil.Eventually(t, 5*time.Second, "the listeners never reconnected", listening)
 	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
 	a.waitQueued("y")
 	expect(t, retry(a, "POST", "/v1/release", map[string]any{"client": "x", "lock": "L"}), `"released"`)
