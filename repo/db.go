@@ -6,8 +6,10 @@ package repo
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +50,11 @@ type DB struct {
 	conn    *sqlx.Conn
 	dialect dialect
 	dsn     string // PostgreSQL only: for Listen's own connection
+	// channel is the notification channel of this database's servers.
+	// Channels are per database, not per schema: the name is the schema's,
+	// so that deployments in two schemas of one database never hear each
+	// other.
+	channel string
 	// suspect: a statement failed, so the connection may be gone; the next
 	// Begin checks it and, if so, takes a new one (PostgreSQL only: a
 	// SQLite connection is a file handle).
@@ -199,7 +206,26 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	return &DB{db: sdb, conn: conn, dialect: postgresDialect, dsn: dsn, stmts: map[string]*sqlx.Stmt{}}, nil
+	var schema string
+	if err := conn.GetContext(ctx, &schema, `SELECT current_schema()`); err != nil {
+		conn.Close()
+		sdb.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	return &DB{db: sdb, conn: conn, dialect: postgresDialect, dsn: dsn, stmts: map[string]*sqlx.Stmt{},
+		channel: notifyChannel(schema)}, nil
+}
+
+// notifyChannel names the channel for schema: "leasekeeper." and the
+// schema's name, or, when that would pass PostgreSQL's 63-byte identifiers,
+// a hash of it.
+func notifyChannel(schema string) string {
+	c := "leasekeeper." + schema
+	if len(c) > 63 {
+		sum := sha256.Sum256([]byte(schema))
+		c = "leasekeeper." + hex.EncodeToString(sum[:20])
+	}
+	return c
 }
 
 // escapePath keeps a file name with '?' or '#' from being read as URI syntax.

@@ -8,18 +8,18 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Listen receives the payloads Notify sends on channel, from every process
-// sharing the database, until ctx ends. It keeps its own connection and
+// Listen receives the payloads Notify sends, from every process sharing the
+// database, until ctx ends. It keeps its own connection and
 // reconnects after losing it; ready runs each time it is listening again,
 // because notifications sent while it was not are lost for good and the
 // caller must catch up by reading the state. PostgreSQL only.
-func (d *DB) Listen(ctx context.Context, channel string, ready func(), fn func(payload string)) error {
+func (d *DB) Listen(ctx context.Context, ready func(), fn func(payload string)) error {
 	if d.dialect != postgresDialect {
 		return errors.New("listen: only a PostgreSQL database has notifications")
 	}
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		err := d.listenOnce(ctx, channel, ready, fn)
+		err := d.listenOnce(ctx, ready, fn)
 		if ctx.Err() != nil {
 			break
 		}
@@ -33,13 +33,13 @@ func (d *DB) Listen(ctx context.Context, channel string, ready func(), fn func(p
 	return ctx.Err()
 }
 
-func (d *DB) listenOnce(ctx context.Context, channel string, ready func(), fn func(string)) error {
+func (d *DB) listenOnce(ctx context.Context, ready func(), fn func(string)) error {
 	conn, err := pgx.Connect(ctx, d.dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
 		return err
 	}
 	ready()

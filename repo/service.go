@@ -54,9 +54,9 @@ func Lock(tx *Tx) (c Counters, dbNow float64, err error) {
 	return c, dbNow, err
 }
 
-// Notify queues payload for the listeners of channel (Listen), delivered if
-// and when the transaction commits. PostgreSQL only.
-func Notify(tx *Tx, channel, payload string) error {
-	_, err := tx.exec(`SELECT pg_notify(?, ?)`, channel, payload)
+// Notify queues payload for the database's listeners (DB.Listen), delivered
+// if and when the transaction commits. PostgreSQL only.
+func Notify(tx *Tx, payload string) error {
+	_, err := tx.exec(`SELECT pg_notify(?, ?)`, tx.d.channel, payload)
 	return err
 }

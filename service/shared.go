@@ -16,9 +16,6 @@ import (
 // transaction (so delivered only if it commits, and after it commits), and
 // each service listens for the others' (Listen).
 
-// eventsChannel is the PostgreSQL notification channel of the events.
-const eventsChannel = "leasekeeper_events"
-
 // maxPayload bounds a notification's payload: PostgreSQL refuses 8000 bytes
 // or more.
 const maxPayload = 7900
@@ -80,7 +77,7 @@ func (s *Service) publish(tx *repo.Tx) error {
 		}
 		payload := head + b.String() + "]}"
 		b.Reset()
-		return repo.Notify(tx, eventsChannel, payload)
+		return repo.Notify(tx, payload)
 	}
 	for _, e := range s.events {
 		switch e.Kind {
@@ -112,7 +109,7 @@ func (s *Service) publish(tx *repo.Tx) error {
 	}
 	if recheck {
 		p, _ := json.Marshal(notice{Origin: s.origin, Recheck: true})
-		return repo.Notify(tx, eventsChannel, string(p))
+		return repo.Notify(tx, string(p))
 	}
 	return nil
 }
@@ -132,7 +129,7 @@ func (s *Service) Listen(ctx context.Context, fn func(events []Event, resync boo
 		s.mu.Unlock()
 		fn(nil, true)
 	}
-	return s.db.Listen(ctx, eventsChannel, resync, func(payload string) {
+	return s.db.Listen(ctx, resync, func(payload string) {
 		var n notice
 		if json.Unmarshal([]byte(payload), &n) != nil || n.Origin == s.origin {
 			return

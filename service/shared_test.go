@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
@@ -36,20 +38,26 @@ func (l *listener) state() ([]service.Event, int) {
 }
 
 // TestNotifications: what one service's transactions do to waiting clients
-// reaches another service's listener, its own does not come back to it,
-// and an event too large for a notification becomes a call to recheck.
+// reaches another service's listener on the same database and schema, not
+// one in another schema, and not its own; an event too large for a
+// notification becomes a call to recheck.
 func TestNotifications(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	a, b := testutil.OpenService(t, dsn), testutil.OpenService(t, dsn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var la, lb listener
+	// other is another deployment, in another schema of the same database:
+	// PostgreSQL's channels are per database, yet it must hear nothing.
+	other := testutil.OpenService(t, pgtest.DSN(t))
+	var la, lb, lo listener
 	go a.Listen(ctx, la.got)
 	go b.Listen(ctx, lb.got)
+	go other.Listen(ctx, lo.got)
 	testutil.Eventually(t, 5*time.Second, "the listeners never started", func() bool {
 		_, ra := la.state()
 		_, rb := lb.state()
-		return ra == 1 && rb == 1
+		_, ro := lo.state()
+		return ra == 1 && rb == 1 && ro == 1
 	})
 
 	mustAcquire := func(ts int64, client, lock string) {
@@ -65,15 +73,19 @@ func TestNotifications(t *testing.T) {
 	}
 	testutil.Eventually(t, 5*time.Second, "b never heard of the grants", func() bool {
 		es, _ := lb.state()
-		return len(es) == 2
+		return len(es) >= 2
 	})
+	time.Sleep(50 * time.Millisecond) // for any event there should not be
 	es, _ := lb.state()
-	if es[0].Kind != service.EventGranted || es[0].Client != "x" || es[1].Kind != service.EventGranted ||
+	if len(es) != 2 || es[0].Kind != service.EventGranted || es[0].Client != "x" || es[1].Kind != service.EventGranted ||
 		es[1].Client != "y" || es[1].Token != 2 || es[1].ExpiresAt != 11 || !es[1].FromQueue {
 		t.Errorf("b heard %+v, want x's grant, then y's from the queue with token 2 until 11", es)
 	}
 	if es, _ := la.state(); len(es) != 0 {
 		t.Errorf("a heard its own events: %+v", es)
+	}
+	if es, _ := lo.state(); len(es) != 0 {
+		t.Errorf("a service in another schema heard a's events: %+v", es)
 	}
 
 	big := strings.Repeat("\x01", 2000) // 12,000 bytes in JSON
@@ -82,4 +94,42 @@ func TestNotifications(t *testing.T) {
 		_, r := lb.state()
 		return r == 2
 	})
+}
+
+// TestGroupFailsWhole: on PostgreSQL the operations of a group have no
+// savepoints, so when one fails (here: its table is gone) the group commits
+// nothing, not even the operations before it that succeeded, and says so.
+func TestGroupFailsWhole(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	svc := testutil.OpenService(t, dsn)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `ALTER TABLE store_values RENAME TO store_values_away`); err != nil {
+		t.Fatal(err)
+	}
+	var acqErr, writeErr error
+	err = svc.Group(ctx, func() {
+		_, acqErr = svc.Acquire(ctx, 0, "x", "L", 10, lk.Exclusive)
+		writeErr = svc.Write(ctx, 1, "L", "k", "v", 1)
+	})
+	if acqErr != nil || writeErr == nil || err == nil {
+		t.Fatalf("acquire: %v, write: %v, group: %v; want the write and so the group to fail", acqErr, writeErr, err)
+	}
+	if _, err := conn.Exec(ctx, `ALTER TABLE store_values_away RENAME TO store_values`); err != nil {
+		t.Fatal(err)
+	}
+	in, err := svc.Inspect(ctx, 2, "L")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Holders) != 0 {
+		t.Errorf("the failed group's acquire was committed: %+v", in)
+	}
+	if ts, _ := svc.Clock(); ts != 2 {
+		t.Errorf("clock %d after the failed group and an inspect at 2", ts)
+	}
 }
