@@ -66,10 +66,11 @@ func QueueGrantThrough(tx *Tx, lock string, through, granted int64) error {
 	return err
 }
 
-// QueueDeleteClient removes client's queue entry, if it has one.
-func QueueDeleteClient(tx *Tx, client string) error {
-	_, err := tx.exec(`DELETE FROM queue_entries WHERE client = ?`, client)
-	return err
+// QueueDeleteClient removes client's queue entry, if it has one, and returns
+// its position (0 when there was none).
+func QueueDeleteClient(tx *Tx, client string) (position int64, err error) {
+	position, _, err = tx.rowInt(`DELETE FROM queue_entries WHERE client = ? RETURNING position`, client)
+	return position, err
 }
 
 // QueueRank returns client's place in line on the lock it waits for (1 = next).

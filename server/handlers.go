@@ -345,13 +345,29 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 		return res
 	}
 	// decide turns an event into the answer, or reports that it is not one.
+	// The events of this wait are those of its queue entry: pos, learnt
+	// from the EventQueued of the acquire, which reaches the channel before
+	// the acquire is answered. Events of an earlier wait of the same client
+	// may still be on their way (from another server, or from a group that
+	// committed just before this acquire's) and carry another position.
+	var pos int64
 	decide := func(e service.Event) (any, bool) {
+		if e.Lock != lock {
+			return nil, false
+		}
+		if e.Kind == service.EventQueued {
+			pos = e.Position
+			return nil, false
+		}
+		if pos == 0 || e.Position != pos {
+			return nil, false
+		}
 		switch {
-		case e.Kind == service.EventGranted && e.Lock == lock:
+		case e.Kind == service.EventGranted && e.FromQueue:
 			return granted(e.Token, e.ExpiresAt), true
 		case e.Kind == service.EventAborted:
 			return []any{"deadlock", []any{client}}, true
-		case e.Kind == service.EventWithdrawn && e.Lock == lock:
+		case e.Kind == service.EventWithdrawn:
 			return "withdrawn", true
 		}
 		return nil, false

@@ -382,7 +382,9 @@ func (s *Server) wake(events []service.Event) {
 // subscribe registers a blocked acquire of client; the returned function
 // unregisters it.
 func (s *Server) subscribe(client string) (<-chan service.Event, func()) {
-	ch := make(chan service.Event, 4)
+	// Room for a wait's few events and some of an earlier wait's; an event
+	// that finds it full is dropped, and the wait ends by reading the state.
+	ch := make(chan service.Event, 16)
 	s.waitMu.Lock()
 	s.waiters[client] = append(s.waiters[client], ch)
 	s.waitMu.Unlock()

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -157,4 +158,55 @@ func TestSharedSurvivesLostConnection(t *testing.T) {
 	a.waitQueued("y")
 	expect(t, retry(a, "POST", "/v1/release", map[string]any{"client": "x", "lock": "L"}), `"released"`)
 	expect(t, receive(t, ch), `["granted", 2, 1030]`)
+}
+
+// TestSharedStaleNewsOfEarlierWait: a client withdraws through one server
+// and at once waits again, for the same lock, through the other. The news
+// of the withdrawal reaches the second server after its new wait began; it
+// concerns the earlier queue entry, and must not answer the new wait.
+func TestSharedStaleNewsOfEarlierWait(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	clock := server.NewManualClock(time.Unix(1000, 0))
+	a := startWith(t, dsn, clock, server.Options{})
+	b := startWith(t, dsn, clock, server.Options{})
+	a.call("POST", "/v1/acquire", map[string]any{"client": "holder", "lock": "L", "ttl": 600})
+	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "c", "lock": "L", "ttl": 10})
+	expect(t, v, `["queued", 1]`)
+
+	// Hold the lock every transaction takes, so that b's release and a's
+	// acquire queue up behind it in that order.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM service FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan any, 1)
+	go func() {
+		_, v := b.call("POST", "/v1/release", map[string]any{"client": "c", "lock": "L"})
+		released <- v
+	}()
+	time.Sleep(200 * time.Millisecond)
+	ch := a.acquireAsync(map[string]any{"client": "c", "lock": "L", "ttl": 10, "wait": 5})
+	time.Sleep(200 * time.Millisecond)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, receive(t, released), `"withdrawn"`)
+	a.waitQueued("c")
+	select {
+	case v := <-ch:
+		g, _ := json.Marshal(v)
+		t.Fatalf("the new wait was answered %s by the news of the old one", g)
+	case <-time.After(500 * time.Millisecond):
+	}
+	clock.Advance(6 * time.Second)
+	expect(t, receive(t, ch), `["queued", 1]`)
 }

@@ -98,6 +98,8 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		Mode: mode, TTL: ttl, QueuedAt: ts}); err != nil {
 		return lk.AcquireResult{}, err
 	}
+	s.events = append(s.events, Event{Kind: EventQueued, Client: client, Lock: lock, At: ts,
+		Position: st.LastPosition + 1})
 	res := lk.AcquireResult{Outcome: lk.Queued, Position: st.QueueLength + 1}
 	if victim == "" {
 		return res, nil

@@ -100,8 +100,10 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string
 // unregistered. The fenced store and the fencing counters are untouched.
 // cycle is C when the victim was chosen, for the event.
 func (s *Service) abort(tx *repo.Tx, victim, lock string, ts int64, cycle []string) error {
+	var pos int64
 	if lock != "" {
-		if err := repo.QueueDeleteClient(tx, victim); err != nil {
+		var err error
+		if pos, err = repo.QueueDeleteClient(tx, victim); err != nil {
 			return err
 		}
 		if err := repo.LockDequeue(tx, lock); err != nil {
@@ -124,6 +126,7 @@ func (s *Service) abort(tx *repo.Tx, victim, lock string, ts int64, cycle []stri
 		}
 	}
 	s.unregister = true
-	s.events = append(s.events, Event{Kind: EventAborted, Client: victim, Lock: lock, At: ts, Cycle: cycle})
+	s.events = append(s.events, Event{Kind: EventAborted, Client: victim, Lock: lock, At: ts, Cycle: cycle,
+		Position: pos})
 	return repo.ClientDelete(tx, victim)
 }

@@ -145,7 +145,7 @@ func (h *handOver) grantHeads(at int64) error {
 			GrantedAt: at, ExpiresAt: lk.AddTime(at, head.TTL)}
 		h.count(l.Mode, +1)
 		h.s.events = append(h.s.events, Event{Kind: EventGranted, Client: l.Client, Lock: l.Lock,
-			At: at, Token: l.Token, ExpiresAt: l.ExpiresAt, FromQueue: true})
+			At: at, Token: l.Token, ExpiresAt: l.ExpiresAt, FromQueue: true, Position: head.Position})
 		if l.ExpiresAt <= h.lapseBy {
 			heap.Push(&h.pending, l)
 		} else {

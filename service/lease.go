@@ -62,14 +62,15 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 		if waitingFor != lock {
 			return lk.ErrNotHolder
 		}
-		if err := repo.QueueDeleteClient(tx, client); err != nil {
+		pos, err := repo.QueueDeleteClient(tx, client)
+		if err != nil {
 			return err
 		}
 		if err := repo.LockDequeue(tx, lock); err != nil {
 			return err
 		}
 		out = lk.Withdrawn
-		s.events = append(s.events, Event{Kind: EventWithdrawn, Client: client, Lock: lock, At: ts})
+		s.events = append(s.events, Event{Kind: EventWithdrawn, Client: client, Lock: lock, At: ts, Position: pos})
 		err = s.promote(tx, lock, ts)
 		return err
 	})

@@ -359,6 +359,8 @@ const (
 	// EventStaleWrite: the fenced store refused a write with Token, lower
 	// than Highest (L6).
 	EventStaleWrite
+	// EventQueued: the client joined the lock's queue at Position.
+	EventQueued
 )
 
 // Event is something the service did, reported after its transaction
@@ -373,6 +375,12 @@ type Event struct {
 	FromQueue bool     // EventGranted
 	Cycle     []string // EventAborted
 	Highest   int64    // EventStaleWrite
+	// Position is the queue entry an event concerns (EventQueued, a
+	// FromQueue EventGranted, EventWithdrawn, and EventAborted of a waiting
+	// client), 0 for none. Positions are never reused on a lock, so a
+	// blocked acquire tells the fate of its own wait from that of an
+	// earlier wait of the same client.
+	Position int64
 }
 
 // Notify sets the function that receives, after each committed transaction,

@@ -86,8 +86,9 @@ func TestGroupCommit(t *testing.T) {
 	}
 	want := []service.Event{
 		{Kind: service.EventGranted, Client: "a", Lock: "L", At: 0, Token: 1, ExpiresAt: 10},
+		{Kind: service.EventQueued, Client: "b", Lock: "L", At: 0, Position: 1},
 		{Kind: service.EventReleased, Client: "a", Lock: "L", At: 1},
-		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 1, Token: 2, ExpiresAt: 11, FromQueue: true},
+		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 1, Token: 2, ExpiresAt: 11, FromQueue: true, Position: 1},
 	}
 	if len(notified) != 1 || !reflect.DeepEqual(notified[0], want) {
 		t.Errorf("events after the commit = %+v, want one batch %+v", notified, want)
@@ -138,7 +139,7 @@ func TestEvents(t *testing.T) {
 	svc.Status(ctx, 100, "a") // a lapses at 10, b holds [10, 15) and lapses at 15
 	want := []service.Event{
 		{Kind: service.EventLapsed, Client: "a", Lock: "L", At: 10, Token: 1, ExpiresAt: 10},
-		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 10, Token: 2, ExpiresAt: 15, FromQueue: true},
+		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 10, Token: 2, ExpiresAt: 15, FromQueue: true, Position: 1},
 		{Kind: service.EventLapsed, Client: "b", Lock: "L", At: 15, Token: 2, ExpiresAt: 15},
 	}
 	if !reflect.DeepEqual(got, want) {

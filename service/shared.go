@@ -58,6 +58,7 @@ type wireEvent struct {
 	Token     int64     `json:"t,omitempty"`
 	ExpiresAt int64     `json:"x,omitempty"`
 	FromQueue bool      `json:"q,omitempty"`
+	Position  int64     `json:"p,omitempty"`
 }
 
 // publish sends the events of the transaction that waiting clients and lapse
@@ -86,7 +87,7 @@ func (s *Service) publish(tx *repo.Tx) error {
 			continue
 		}
 		one, err := json.Marshal(wireEvent{Kind: e.Kind, Client: e.Client, Lock: e.Lock, At: e.At,
-			Token: e.Token, ExpiresAt: e.ExpiresAt, FromQueue: e.FromQueue})
+			Token: e.Token, ExpiresAt: e.ExpiresAt, FromQueue: e.FromQueue, Position: e.Position})
 		if err != nil {
 			return err
 		}
@@ -142,7 +143,7 @@ func (s *Service) Listen(ctx context.Context, fn func(events []Event, resync boo
 		s.mu.Lock()
 		for i, w := range n.Events {
 			events[i] = Event{Kind: w.Kind, Client: w.Client, Lock: w.Lock, At: w.At,
-				Token: w.Token, ExpiresAt: w.ExpiresAt, FromQueue: w.FromQueue}
+				Token: w.Token, ExpiresAt: w.ExpiresAt, FromQueue: w.FromQueue, Position: w.Position}
 			if w.Kind == EventGranted {
 				s.noteExpiry(w.ExpiresAt)
 			}
