@@ -21,19 +21,31 @@
 // "leasekeeper" next to lkload's own executable, else the one on PATH, else
 // built with `go build` from the module in the current directory.
 //
-// The results are a markdown table on stdout; progress goes to stderr.
+// With --db postgres://..., the servers run on PostgreSQL instead, in a new
+// schema lkload_<random> that lkload creates in that database and drops at
+// the end, so that every run starts empty and leaves nothing behind.
+// --servers N starts N servers sharing that schema, and client n talks to
+// server n mod N:
+//
+//	go run ./cmd/lkload --db "$URL" --servers 2 --clients 64
+//
+// The results are a markdown table on stdout, one row per number of clients,
+// with the backend and the number of servers; progress goes to stderr.
 package main
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -45,12 +57,16 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 type config struct {
 	server      string
 	leasekeeper string
 	dir         string
+	db          string // a postgres:// URL, or "" for a SQLite file under dir
+	servers     int
 	clients     []int
 	duration    time.Duration
 	warmup      time.Duration
@@ -78,9 +94,11 @@ func parseFlags(args []string) (config, error) {
 	var cfg config
 	var clients string
 	fs := flag.NewFlagSet("lkload", flag.ContinueOnError)
-	fs.StringVar(&cfg.server, "server", "", "base URL of a running server, e.g. http://127.0.0.1:7070 (default: start `leasekeeper serve` on a temporary file)")
+	fs.StringVar(&cfg.server, "server", "", "base `URL` of a running server, e.g. http://127.0.0.1:7070 (default: start leasekeeper serve on a temporary file)")
 	fs.StringVar(&cfg.leasekeeper, "leasekeeper", "", "the leasekeeper binary to start when --server is not given")
 	fs.StringVar(&cfg.dir, "dir", "", "folder for the temporary database when lkload starts the server (default: the system's temporary folder)")
+	fs.StringVar(&cfg.db, "db", "", "postgres:// `URL` of a database in which lkload may create a schema: the servers it starts run on a new schema there, dropped at the end (default: a SQLite file under --dir)")
+	fs.IntVar(&cfg.servers, "servers", 1, "how many servers to start on the --db database; clients are spread over them round-robin")
 	fs.StringVar(&clients, "clients", "1,16,64", "comma-separated numbers of concurrent clients, one table row each")
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long each row is measured")
 	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured run before each row (opens the connections)")
@@ -110,19 +128,36 @@ func parseFlags(args []string) (config, error) {
 	if cfg.ttl < 1 || cfg.ttl > 86400 {
 		return cfg, errors.New("--ttl must be from 1 to 86400")
 	}
+	if cfg.db != "" && !isPostgres(cfg.db) {
+		return cfg, fmt.Errorf("--db takes a postgres:// URL, not %q (without --db the server runs on a temporary SQLite file)", cfg.db)
+	}
+	if cfg.servers < 1 {
+		return cfg, errors.New("--servers must be at least 1")
+	}
+	// Servers share only a PostgreSQL database: on one SQLite file each
+	// would trust state in its memory that another had changed.
+	if cfg.servers > 1 && cfg.db == "" {
+		return cfg, errors.New("--servers above 1 needs --db: several servers can share only a PostgreSQL database")
+	}
+	if cfg.server != "" && (cfg.db != "" || cfg.servers != 1) {
+		return cfg, errors.New("--db and --servers are for the servers lkload starts; they do not go with --server")
+	}
 	cfg.server = strings.TrimRight(cfg.server, "/")
 	return cfg, nil
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
-	base := cfg.server
-	if base == "" {
-		srv, err := startServer(ctx, cfg)
+	bases, backend := []string{cfg.server}, "external"
+	if cfg.server == "" {
+		f, err := startFleet(ctx, cfg)
 		if err != nil {
 			return err
 		}
-		defer srv.stop()
-		base = srv.base
+		defer f.stop()
+		bases, backend = f.bases(), "sqlite"
+		if cfg.db != "" {
+			backend = "postgres"
+		}
 	}
 	most := slices.Max(cfg.clients)
 	hc := &http.Client{
@@ -135,14 +170,16 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		Timeout: cfg.timeout,
 	}
 	defer hc.CloseIdleConnections()
-	b := &bench{cfg: cfg, base: base, hc: hc}
-	if err := b.health(ctx); err != nil {
-		return err
+	b := &bench{cfg: cfg, bases: bases, hc: hc}
+	for _, base := range bases {
+		if err := b.health(ctx, base); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(os.Stderr, "lkload: %s, %v per row after %v of warm-up, GOMAXPROCS %d, %s HTTP client\n",
-		base, cfg.duration, cfg.warmup, runtime.GOMAXPROCS(0), cfg.http)
-	fmt.Fprintln(out, "| clients | pairs/s | p50 ms | p99 ms | errors |")
-	fmt.Fprintln(out, "|--:|--:|--:|--:|--:|")
+		strings.Join(bases, " "), cfg.duration, cfg.warmup, runtime.GOMAXPROCS(0), cfg.http)
+	fmt.Fprintln(out, "| backend | servers | clients | pairs/s | p50 ms | p99 ms | errors |")
+	fmt.Fprintln(out, "|---|--:|--:|--:|--:|--:|--:|")
 	empty := false
 	for _, n := range cfg.clients {
 		b.clear(ctx, n)
@@ -154,7 +191,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		fmt.Fprintf(out, "| %d | %.0f | %s | %s | %d |\n", n, r.rate(), ms(r.percentile(50)), ms(r.percentile(99)), r.errors)
+		fmt.Fprintf(out, "| %s | %d | %d | %.0f | %s | %s | %d |\n", backend, len(bases), n,
+			r.rate(), ms(r.percentile(50)), ms(r.percentile(99)), r.errors)
 		if len(r.lat) == 0 {
 			empty = true
 		}
@@ -200,28 +238,30 @@ func ms(d time.Duration) string {
 }
 
 type bench struct {
-	cfg  config
-	base string
-	hc   *http.Client
+	cfg   config
+	bases []string // client i talks to bases[i % len(bases)]
+	hc    *http.Client
 }
 
 func (b *bench) names(i int) (lock, client string) {
 	return fmt.Sprintf("%sbench-%d", b.cfg.prefix, i), fmt.Sprintf("%sc%d", b.cfg.prefix, i)
 }
 
-func (b *bench) health(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/v1/health", nil)
+func (b *bench) base(i int) string { return b.bases[i%len(b.bases)] }
+
+func (b *bench) health(ctx context.Context, base string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/health", nil)
 	if err != nil {
 		return err
 	}
 	resp, err := b.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("server %s: %w", b.base, err)
+		return fmt.Errorf("server %s: %w", base, err)
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("server %s: health answered %s", b.base, resp.Status)
+		return fmt.Errorf("server %s: health answered %s", base, resp.Status)
 	}
 	return nil
 }
@@ -232,7 +272,7 @@ func (b *bench) clear(ctx context.Context, n int) {
 	var wg sync.WaitGroup
 	for i := range n {
 		lock, client := b.names(i)
-		wg.Go(func() { b.post(ctx, "/v1/release", map[string]any{"client": client, "lock": lock}) })
+		wg.Go(func() { b.post(ctx, b.base(i), "/v1/release", map[string]any{"client": client, "lock": lock}) })
 	}
 	wg.Wait()
 }
@@ -248,9 +288,10 @@ func (b *bench) level(ctx context.Context, n int, d time.Duration) *result {
 	deadline := start.Add(d)
 	for i := range n {
 		lock, client := b.names(i)
-		pair := func() error { return b.pair(ctx, client, lock) }
+		base := b.base(i)
+		pair := func() error { return b.pair(ctx, base, client, lock) }
 		if b.cfg.http == "raw" {
-			rc, err := newRawClient(b.base, lock, client, b.cfg.ttl, b.cfg.timeout)
+			rc, err := newRawClient(base, lock, client, b.cfg.ttl, b.cfg.timeout)
 			if err != nil {
 				res.errors++
 				res.samples = append(res.samples, err.Error())
@@ -274,7 +315,7 @@ func (b *bench) level(ctx context.Context, n int, d time.Duration) *result {
 						samples = append(samples, err.Error())
 					}
 					// Leave the lock free for the next try, whatever happened.
-					b.post(ctx, "/v1/release", map[string]any{"client": client, "lock": lock})
+					b.post(ctx, base, "/v1/release", map[string]any{"client": client, "lock": lock})
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
@@ -297,8 +338,8 @@ func (b *bench) level(ctx context.Context, n int, d time.Duration) *result {
 }
 
 // pair runs one acquire and its release.
-func (b *bench) pair(ctx context.Context, client, lock string) error {
-	status, body, err := b.post(ctx, "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": b.cfg.ttl})
+func (b *bench) pair(ctx context.Context, base, client, lock string) error {
+	status, body, err := b.post(ctx, base, "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": b.cfg.ttl})
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
 	}
@@ -306,7 +347,7 @@ func (b *bench) pair(ctx context.Context, client, lock string) error {
 	if status != http.StatusOK || json.Unmarshal(body, &res) != nil || len(res) < 3 || res[0] != "granted" {
 		return fmt.Errorf("acquire %s by %s: %d %s", lock, client, status, bytes.TrimSpace(body))
 	}
-	status, body, err = b.post(ctx, "/v1/release", map[string]any{"client": client, "lock": lock})
+	status, body, err = b.post(ctx, base, "/v1/release", map[string]any{"client": client, "lock": lock})
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
@@ -316,12 +357,12 @@ func (b *bench) pair(ctx context.Context, client, lock string) error {
 	return nil
 }
 
-func (b *bench) post(ctx context.Context, path string, fields map[string]any) (int, []byte, error) {
+func (b *bench) post(ctx context.Context, base, path string, fields map[string]any) (int, []byte, error) {
 	js, err := json.Marshal(fields)
 	if err != nil {
 		return 0, nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(js))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(js))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -335,41 +376,158 @@ func (b *bench) post(ctx context.Context, path string, fields map[string]any) (i
 	return resp.StatusCode, body, err
 }
 
-// server is a `leasekeeper serve` that lkload started.
-type server struct {
-	cmd    *exec.Cmd
-	base   string
-	tmp    string
-	exited chan struct{}
+// fleet is the servers lkload started and what they run on: a temporary
+// folder (binary, SQLite file, audit logs) and, on PostgreSQL, a schema.
+type fleet struct {
+	tmp     string
+	servers []*server
+	drop    func() error // drops the PostgreSQL schema; nil on SQLite
 }
 
-// startServer starts `leasekeeper serve` on a new database in a temporary
-// folder, on a free loopback port.
-func startServer(ctx context.Context, cfg config) (*server, error) {
+// startFleet starts cfg.servers `leasekeeper serve` on one new, empty
+// database, on free loopback ports.
+func startFleet(ctx context.Context, cfg config) (_ *fleet, err error) {
 	tmp, err := os.MkdirTemp(cfg.dir, "lkload-")
 	if err != nil {
 		return nil, err
 	}
+	f := &fleet{tmp: tmp}
+	defer func() {
+		if err != nil {
+			f.stop()
+		}
+	}()
 	bin, err := findLeasekeeper(ctx, cfg.leasekeeper, tmp)
 	if err != nil {
-		os.RemoveAll(tmp)
 		return nil, err
 	}
-	db := filepath.Join(tmp, "lkload.db")
-	// The audit log goes to a file, as in a deployment: on standard error
-	// every line would also cost lkload the CPU to pass it on.
-	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0",
-		"--audit-log", filepath.Join(tmp, "audit.log"))
+	db, where := filepath.Join(tmp, "lkload.db"), "database in "+tmp
+	if cfg.db != "" {
+		db, f.drop, err = freshSchema(ctx, cfg.db)
+		if err != nil {
+			return nil, err
+		}
+		where = "database " + redact(db)
+	}
+	// One after the other: the first applies the migrations, and the others
+	// then find the schema ready instead of queueing on goose's lock.
+	for i := range cfg.servers {
+		name := "serve"
+		if cfg.servers > 1 {
+			name = fmt.Sprintf("serve %d", i+1)
+		}
+		// The audit log goes to a file, as in a deployment: on standard
+		// error every line would also cost lkload the CPU to pass it on.
+		audit := filepath.Join(tmp, fmt.Sprintf("audit-%d.log", i+1))
+		s, err := startServer(ctx, name, bin, db, audit)
+		if err != nil {
+			return nil, err
+		}
+		f.servers = append(f.servers, s)
+		fmt.Fprintf(os.Stderr, "lkload: started %s serve on %s (%s)\n", bin, s.base, where)
+	}
+	return f, nil
+}
+
+func (f *fleet) bases() []string {
+	var out []string
+	for _, s := range f.servers {
+		out = append(out, s.base)
+	}
+	return out
+}
+
+// stop stops the servers, together, since each may take a while to drain;
+// then drops the schema, which waits for no server's lock once they are
+// gone; then removes the folder.
+func (f *fleet) stop() {
+	var wg sync.WaitGroup
+	for _, s := range f.servers {
+		wg.Go(s.stop)
+	}
+	wg.Wait()
+	if f.drop != nil {
+		if err := f.drop(); err != nil {
+			fmt.Fprintln(os.Stderr, "lkload:", err)
+		}
+	}
+	os.RemoveAll(f.tmp)
+}
+
+func isPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// freshSchema creates an empty schema in the database at base and returns the
+// URL that puts the servers in it and the function that drops it.
+// pgx sends search_path, a parameter it does not know itself, to the server
+// as a setting of every connection it opens, so that all of a server's
+// connections (its pool, its LISTEN) land in the schema.
+func freshSchema(ctx context.Context, base string) (dsn string, drop func() error, err error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, fmt.Errorf("--db: %w", err)
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	schema := "lkload_" + hex.EncodeToString(b[:])
+	quoted := pgx.Identifier{schema}.Sanitize()
+	if err := pgExec(ctx, base, "CREATE SCHEMA "+quoted); err != nil {
+		return "", nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	drop = func() error {
+		// Not the run's context: an interrupted run should still clean up.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return pgExec(ctx, base, "DROP SCHEMA IF EXISTS "+quoted+" CASCADE")
+	}
+	return u.String(), drop, nil
+}
+
+func pgExec(ctx context.Context, dsn, sql string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("--db %s: %w", redact(dsn), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("--db %s: %s: %w", redact(dsn), sql, err)
+	}
+	return nil
+}
+
+// redact hides the password of a URL that goes into a message.
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil {
+		return u.Redacted()
+	}
+	return "the --db database"
+}
+
+// server is a `leasekeeper serve` that lkload started.
+type server struct {
+	cmd    *exec.Cmd
+	base   string
+	exited chan struct{}
+}
+
+// startServer starts `leasekeeper serve` on db, on a free loopback port; its
+// standard error goes to lkload's, each line prefixed with name.
+func startServer(ctx context.Context, name, bin, db, audit string) (*server, error) {
+	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0", "--audit-log", audit)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		os.RemoveAll(tmp)
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("starting %s serve: %w", bin, err)
 	}
-	s := &server{cmd: cmd, tmp: tmp, exited: make(chan struct{})}
+	s := &server{cmd: cmd, exited: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -384,7 +542,7 @@ func startServer(ctx context.Context, cfg config) (*server, error) {
 					continue
 				}
 			}
-			fmt.Fprintln(os.Stderr, "serve:", line)
+			fmt.Fprintf(os.Stderr, "%s: %s\n", name, line)
 		}
 		io.Copy(io.Discard, stderr)
 		cmd.Wait()
@@ -393,7 +551,6 @@ func startServer(ctx context.Context, cfg config) (*server, error) {
 	select {
 	case a := <-addr:
 		s.base = "http://" + a
-		fmt.Fprintf(os.Stderr, "lkload: started %s serve on %s (database in %s)\n", bin, s.base, tmp)
 		return s, nil
 	case <-s.exited:
 		err = errors.New("leasekeeper serve exited before listening")
@@ -406,10 +563,9 @@ func startServer(ctx context.Context, cfg config) (*server, error) {
 	return nil, err
 }
 
-// stop asks the server to shut down (SIGTERM), kills it if it has not
-// within 15 s, and removes its folder.
+// stop asks the server to shut down (SIGTERM), and kills it if it has not
+// within 15 s.
 func (s *server) stop() {
-	defer os.RemoveAll(s.tmp)
 	select {
 	case <-s.exited:
 		return

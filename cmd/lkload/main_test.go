@@ -4,14 +4,41 @@ import (
 	"bytes"
 	"context"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	lkserver "github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
+
+var row = regexp.MustCompile(`(?m)^\| (\w+) \| (\d+) \| (\d+) \| (\d+) \| [\d.]+ \| [\d.]+ \| (\d+) \|$`)
+
+// checkRows checks that out is a table of want rows, each with the given
+// backend and number of servers, completed pairs and no errors.
+func checkRows(t *testing.T, name, out, backend string, servers, want int) {
+	t.Helper()
+	rows := row.FindAllStringSubmatch(out, -1)
+	if len(rows) != want {
+		t.Fatalf("%s: want %d table rows, got:\n%s", name, want, out)
+	}
+	for _, r := range rows {
+		if r[1] != backend || r[2] != strconv.Itoa(servers) {
+			t.Errorf("%s: row says backend %s, %s servers; want %s, %d", name, r[1], r[2], backend, servers)
+		}
+		pairs, _ := strconv.Atoi(r[4])
+		if pairs == 0 || r[5] != "0" {
+			t.Errorf("%s: %s clients: %s pairs/s, %s errors", name, r[3], r[4], r[5])
+		}
+	}
+}
 
 // TestLoadAgainstServer runs both client sides briefly against a real server
 // on loopback and checks that the table reports completed pairs and no errors.
@@ -23,7 +50,6 @@ func TestLoadAgainstServer(t *testing.T) {
 	srv := lkserver.New(svc, lkserver.Options{})
 	hs := httptest.NewServer(srv.Handler())
 	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
-	row := regexp.MustCompile(`(?m)^\| (\d+) \| (\d+) \| [\d.]+ \| [\d.]+ \| (\d+) \|$`)
 	for _, mode := range []string{"raw", "net"} {
 		cfg, err := parseFlags([]string{"--server", hs.URL, "--clients", "1,4", "--duration", "300ms",
 			"--warmup", "0s", "--http", mode})
@@ -34,15 +60,62 @@ func TestLoadAgainstServer(t *testing.T) {
 		if err := run(context.Background(), cfg, &out); err != nil {
 			t.Fatalf("%s: %v\n%s", mode, err, out.String())
 		}
-		rows := row.FindAllStringSubmatch(out.String(), -1)
-		if len(rows) != 2 {
-			t.Fatalf("%s: want 2 table rows, got:\n%s", mode, out.String())
+		checkRows(t, mode, out.String(), "external", 1, 2)
+	}
+}
+
+func TestFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--db", "lk.db"},  // not PostgreSQL
+		{"--servers", "2"}, // several servers on one SQLite file
+		{"--servers", "0"},
+		{"--server", "http://127.0.0.1:7070", "--db", "postgres://h/db"},
+		{"--server", "http://127.0.0.1:7070", "--servers", "2"},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("parseFlags(%q) accepted", args)
 		}
-		for _, r := range rows {
-			pairs, _ := strconv.Atoi(r[2])
-			if pairs == 0 || r[3] != "0" {
-				t.Errorf("%s: %s clients: %s pairs/s, %s errors", mode, r[1], r[2], r[3])
-			}
+	}
+}
+
+// TestTwoServersOnPostgres starts two real servers on a fresh schema, spreads
+// clients over them, and checks that the schema is gone afterwards.
+func TestTwoServersOnPostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	bin := filepath.Join(t.TempDir(), "leasekeeper")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/leasekeeper/leasekeeper/cmd/leasekeeper").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	schemas := func() []string {
+		t.Helper()
+		rows, _ := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'lkload\_%'`)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
 		}
+		slices.Sort(names)
+		return names
+	}
+	before := schemas()
+	cfg, err := parseFlags([]string{"--db", dsn, "--servers", "2", "--leasekeeper", bin, "--dir", t.TempDir(),
+		"--clients", "1,4", "--duration", "300ms", "--warmup", "0s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(ctx, cfg, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	checkRows(t, "postgres", out.String(), "postgres", 2, 2)
+	// By count, not by name: lkload does not tell its schema's name, and
+	// nothing else in the tests makes lkload_ schemas.
+	if after := schemas(); len(after) > len(before) {
+		t.Errorf("lkload left a schema behind: before %s, after %s", strings.Join(before, " "), strings.Join(after, " "))
 	}
 }
