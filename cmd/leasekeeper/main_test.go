@@ -2,14 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 )
 
@@ -104,4 +109,49 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// TestBinaryOnPostgres: run --db and --check with a postgres:// URL, the
+// final state read back with SQL, the database then refused for a second
+// replay, and backup refused with the way to back it up instead; messages
+// never show the URL's password.
+func TestBinaryOnPostgres(t *testing.T) {
+	bin := buildBinary(t)
+	root := testutil.RepoRoot(t)
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "s3cret-pw") // trust auth ignores it
+	withPassword := u.String()
+	caseFile := filepath.Join(root, "testdata", "golden", "example-inc-5127-replay.json")
+	if out, err := exec.Command(bin, "run", "--check", "--db", withPassword, caseFile).CombinedOutput(); err != nil {
+		t.Fatalf("run --check on PostgreSQL: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var holder string
+	var token int64
+	if err := conn.QueryRow(ctx, `SELECT client, token FROM leases WHERE lock = 'exports/daily'`).Scan(&holder, &token); err != nil {
+		t.Fatal(err)
+	}
+	if holder != "etl-c" || token != 3 {
+		t.Errorf("leases holds %s with token %d, want etl-c with 3", holder, token)
+	}
+	out, err := exec.Command(bin, "run", "--db", withPassword, caseFile).CombinedOutput()
+	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "already holds leasekeeper state") {
+		t.Errorf("reusing the database: exit %d, output %q", code, out)
+	}
+	if strings.Contains(string(out), "s3cret-pw") {
+		t.Errorf("the message shows the password: %q", out)
+	}
+	out, err = exec.Command(bin, "backup", "--db", withPassword, filepath.Join(t.TempDir(), "copy.db")).CombinedOutput()
+	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "pg_dump") {
+		t.Errorf("backup of PostgreSQL: exit %d, output %q", code, out)
+	}
 }
