@@ -24,8 +24,13 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	// Clock is the time source; nil means the real clock.
+	// Clock is the time source; nil means the real clock. On a shared
+	// database, when Clock is nil or TimeFromDatabase is set, ts comes from
+	// the database's clock and Clock only sets timers.
 	Clock Clock
+	// TimeFromDatabase makes a server on a shared database take ts from
+	// the database even with a Clock of its own (tests of skewed clocks).
+	TimeFromDatabase bool
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// Authorizer judges every request; nil allows everything.
@@ -78,8 +83,8 @@ func New(svc *service.Service, opts Options) *Server {
 		auth: opts.Authorizer, metrics: opts.Metrics, obs: opts.Observer, waiters: map[string][]chan service.Event{}}
 	if s.clock == nil {
 		s.clock = realClock{}
-		s.dbClock = svc.Shared()
 	}
+	s.dbClock = svc.Shared() && (opts.Clock == nil || opts.TimeFromDatabase)
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -146,7 +151,7 @@ func (s *Server) tick() int64 {
 	var ts int64
 	if t, ok := s.svc.DatabaseTime(); s.dbClock && ok {
 		ts = int64(math.Floor(t))
-		s.offset.Store(int64((t - float64(time.Now().UnixNano())/1e9) * 1e9))
+		s.offset.Store(int64((t - float64(s.clock.Now().UnixNano())/1e9) * 1e9))
 	} else {
 		ts = s.clock.Now().Unix()
 	}

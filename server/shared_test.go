@@ -210,3 +210,46 @@ func TestSharedStaleNewsOfEarlierWait(t *testing.T) {
 	clock.Advance(6 * time.Second)
 	expect(t, receive(t, ch), `["queued", 1]`)
 }
+
+// TestSharedSkewedClocks: two servers whose clocks are an hour apart, both
+// taking time from the database, answer with the database's time, agree on
+// when a lease ends, and hand it over at that instant: one grants, the
+// other's lapse timer, set by its own clock, retires it.
+func TestSharedSkewedClocks(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	now := time.Now()
+	a := startWith(t, dsn, server.NewManualClock(now.Add(-time.Hour)), server.Options{TimeFromDatabase: true})
+	b := startWith(t, dsn, server.NewManualClock(now.Add(time.Hour)), server.Options{TimeFromDatabase: true})
+	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 2})
+	res, _ := v.([]any)
+	if len(res) != 3 || res[0] != "granted" {
+		t.Fatalf("acquire through a: %v", v)
+	}
+	expires, _ := res[2].(json.Number).Int64()
+	if d := expires - now.Unix(); d < 1 || d > 4 {
+		t.Fatalf("expires_at %d is %d s from now, want the database's time plus 2", expires, d)
+	}
+	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 60})
+	b.waitQueued("y")
+	// The manual clocks run at the pace of real time, an hour apart: b's
+	// is an hour ahead, yet its timer waits for the database's time to
+	// reach expires_at.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				a.clock.Advance(20 * time.Millisecond)
+				b.clock.Advance(20 * time.Millisecond)
+			}
+		}
+	}()
+	got := receive(t, ch)
+	if early := time.Unix(expires, 0).Sub(time.Now()); early > 100*time.Millisecond {
+		t.Errorf("handed over %v before the lease ended", early)
+	}
+	expect(t, got, fmt.Sprintf(`["granted", 2, %d]`, expires+30))
+}
