@@ -171,7 +171,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	t.Logf("killed the server %v into the load", crashed.Sub(start).Round(time.Millisecond))
 
-	c := &crashCheck{t: t, run: run}
+	c := &crashCheck{capped: capped{t: t}, run: run}
 	c.summarize()
 	if len(run.grants) < 10 || c.count(crashAcked) < 10 {
 		t.Fatalf("the load did too little before the crash to check anything: %d grants, %d writes acknowledged",
@@ -332,9 +332,8 @@ func (run *crashRun) poll(ctx context.Context, a crashAPI, p int) {
 
 // crashCheck holds the checks' state and counts failures.
 type crashCheck struct {
-	t        *testing.T
-	run      *crashRun
-	failures int
+	capped
+	run *crashRun
 	// maxBefore is, per lock, the highest token acknowledged or seen held
 	// before the crash.
 	maxBefore map[string]int64
@@ -342,7 +341,14 @@ type crashCheck struct {
 	tokens map[string]map[int64]crashSeen
 }
 
-func (c *crashCheck) failf(format string, args ...any) {
+// capped reports a check's failures one by one up to crashMaxErrors, and
+// only counts the rest: one fault tends to fail a check many times over.
+type capped struct {
+	t        *testing.T
+	failures int
+}
+
+func (c *capped) failf(format string, args ...any) {
 	c.t.Helper()
 	c.failures++
 	if c.failures <= crashMaxErrors {
@@ -350,7 +356,7 @@ func (c *crashCheck) failf(format string, args ...any) {
 	}
 }
 
-func (c *crashCheck) finish() {
+func (c *capped) finish() {
 	if c.failures > crashMaxErrors {
 		c.t.Errorf("... and %d more failures", c.failures-crashMaxErrors)
 	}

@@ -58,11 +58,10 @@ import (
 // server handled a request?) use the offset between the two, measured at the
 // start, and a margin for that measurement.
 const (
-	msLocks       = 5
-	msCommonKey   = "common" // every client of a lock writes it; no client has this name
-	msPollEvery   = 50 * time.Millisecond
-	msHTTPPoll    = 150 * time.Millisecond
-	msMaxFailures = 40
+	msLocks     = 5
+	msCommonKey = "common" // every client of a lock writes it; no client has this name
+	msPollEvery = 50 * time.Millisecond
+	msHTTPPoll  = 150 * time.Millisecond
 )
 
 func TestTwoServersOnePostgres(t *testing.T) {
@@ -1088,11 +1087,10 @@ type msKill struct {
 }
 
 type msCheck struct {
-	t        *testing.T
+	capped
 	run      *msRun
 	kill     *msKill
-	killSec  int64 // the database second the kill happened in
-	failures int
+	killSec  int64                         // the database second the kill happened in
 	leases   map[string]map[int64]*msLease // by lock and token: every grant line
 	endsAt   map[string]map[int64]bool     // instants something ended on a lock
 	lost     map[string]map[int64]bool     // tokens granted in the killed server's lost last transaction
@@ -1105,25 +1103,11 @@ type msCheck struct {
 }
 
 func newMSCheck(t *testing.T, run *msRun, kill *msKill) *msCheck {
-	ck := &msCheck{t: t, run: run, kill: kill}
+	ck := &msCheck{capped: capped{t: t}, run: run, kill: kill}
 	if kill != nil {
 		ck.killSec = kill.at.Add(run.c.offset).Unix()
 	}
 	return ck
-}
-
-func (ck *msCheck) failf(format string, args ...any) {
-	ck.t.Helper()
-	ck.failures++
-	if ck.failures <= msMaxFailures {
-		ck.t.Errorf(format, args...)
-	}
-}
-
-func (ck *msCheck) finish() {
-	if ck.failures > msMaxFailures {
-		ck.t.Errorf("... and %d more failures", ck.failures-msMaxFailures)
-	}
 }
 
 // nearKill: an instant (database seconds) at which the killed server may have
@@ -1133,7 +1117,7 @@ func (ck *msCheck) nearKill(at int64) bool {
 }
 
 func (ck *msCheck) all(reads map[[2]string]*msRead) {
-	// Failures beyond msMaxFailures are only counted: say which checks
+	// Failures beyond crashMaxErrors are only counted: say which checks
 	// failed, so that one flood does not hide the others.
 	var tally []string
 	phase := func(name string, fn func()) {
