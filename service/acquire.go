@@ -45,18 +45,9 @@ func (s *Service) Acquire(ctx context.Context, ts int64, client, lock string, tt
 
 func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64, mode lk.Mode, st repo.RequestState) (lk.AcquireResult, error) {
 	if !st.LockExists || (st.QueueLength == 0 && lk.Compatible(st.HolderMode, mode)) {
-		var err error
-		if st.LockExists {
-			err = repo.LockTakeToken(tx, lock)
-		} else {
-			err = repo.LockCreate(tx, lock)
-		}
-		if err != nil {
-			return lk.AcquireResult{}, err
-		}
 		l := repo.Lease{Lock: lock, Client: client, Mode: mode, Token: st.LastToken + 1,
 			GrantedAt: ts, ExpiresAt: lk.AddTime(ts, ttl)}
-		if err := repo.LeaseInsert(tx, l); err != nil {
+		if err := repo.LockGrant(tx, l, !st.LockExists); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		s.noteExpiry(l.ExpiresAt)
