@@ -49,7 +49,7 @@ type DB struct {
 	db      *sqlx.DB
 	conn    *sqlx.Conn
 	dialect dialect
-	dsn     string // PostgreSQL only: for Listen's own connection
+	pgcfg   *pgx.ConnConfig // PostgreSQL only: for Listen's own connection
 	// channel is the notification channel of this database's servers.
 	// Channels are per database, not per schema: the name is the schema's,
 	// so that deployments in two schemas of one database never hear each
@@ -185,6 +185,11 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 			cfg.RuntimeParams[k] = v
 		}
 	}
+	// A primary that vanished (a failover) must not hold a connection
+	// attempt for the operating system's minutes.
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
 	sdb := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
 	// Operations are serialized per process anyway (package service); a
 	// second connection would only hold a second snapshot.
@@ -212,7 +217,7 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	return &DB{db: sdb, conn: conn, dialect: postgresDialect, dsn: dsn, stmts: map[string]*sqlx.Stmt{},
+	return &DB{db: sdb, conn: conn, dialect: postgresDialect, pgcfg: cfg, stmts: map[string]*sqlx.Stmt{},
 		channel: notifyChannel(schema)}, nil
 }
 

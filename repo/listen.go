@@ -19,11 +19,15 @@ func (d *DB) Listen(ctx context.Context, ready func(), fn func(payload string)) 
 	}
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		err := d.listenOnce(ctx, ready, fn)
+		listened := false
+		err := d.listenOnce(ctx, func() { listened = true; ready() }, fn)
 		if ctx.Err() != nil {
 			break
 		}
 		_ = err // the caller learns of the gap through ready
+		if listened {
+			backoff = 50 * time.Millisecond // a new outage starts again from a short wait
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
@@ -34,7 +38,7 @@ func (d *DB) Listen(ctx context.Context, ready func(), fn func(payload string)) 
 }
 
 func (d *DB) listenOnce(ctx context.Context, ready func(), fn func(string)) error {
-	conn, err := pgx.Connect(ctx, d.dsn)
+	conn, err := pgx.ConnectConfig(ctx, d.pgcfg.Copy())
 	if err != nil {
 		return err
 	}
