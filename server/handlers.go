@@ -189,8 +189,11 @@ func (s *Server) get(name string, params ...string) http.HandlerFunc {
 		args := make([]any, len(params))
 		for i, p := range params {
 			if q.Has(p) {
-				f[p] = q.Get(p)
-				args[i] = q.Get(p)
+				// As encoding/json does for bodies: a name is text, and
+				// PostgreSQL refuses bytes that are not UTF-8.
+				v := strings.ToValidUTF8(q.Get(p), "\uFFFD")
+				f[p] = v
+				args[i] = v
 			}
 		}
 		if why := checkLimits(f); why != "" {
@@ -232,9 +235,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !s.allowed(w, r, Access{Op: "health"}) {
 		return
 	}
-	s.opMu.Lock()
-	ts := s.lastTS
-	s.opMu.Unlock()
+	// Not through the committer, nor its lock: health answers while the
+	// database is slow or away.
+	ts := s.lastTS.Load()
 	var clock any
 	if ts != math.MinInt64 {
 		clock = ts
@@ -373,6 +376,7 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 		return nil, false
 	}
 	timeout := s.clock.After(wait)
+	var retry <-chan time.Time // a recheck that failed, to try again
 	for {
 		var final bool // answer now, queued or not
 		select {
@@ -383,6 +387,8 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 				}
 				continue
 			}
+		case <-retry:
+			retry = nil
 		case <-timeout:
 			final = true
 		case <-s.draining:
@@ -398,6 +404,13 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 		res, err := s.submit(ctx, "wait-state", func(ctx context.Context, ts int64) (any, error) {
 			return s.svc.WaitState(ctx, ts, client, lock)
 		})
+		if err != nil && !final && errors.Is(err, lk.ErrUnavailable) {
+			// The database is away for the moment (the recheck is likely
+			// the listener's, after it lost its connection): the client
+			// is still queued, so keep waiting rather than answer 503.
+			retry = time.After(250 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

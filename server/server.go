@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -59,9 +60,11 @@ type Server struct {
 	loopWG    sync.WaitGroup
 	kick      chan struct{} // the next expiry may have moved
 
-	opMu   sync.Mutex // one group (committer) at a time, in ts order
-	lastTS int64      // the last ts used; never decreases
-	calls  chan *call // operations for the committer
+	opMu   sync.Mutex   // one group (committer) at a time, in ts order
+	lastTS atomic.Int64 // the last ts used; never decreases
+	calls  chan *call   // operations for the committer
+	// committerDone is closed when the committer has stopped.
+	committerDone chan struct{}
 
 	// dbClock: time is the shared database's clock (service.DatabaseTime),
 	// not this machine's; offset is how far the database's clock was ahead
@@ -88,13 +91,14 @@ func New(svc *service.Service, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s.lastTS = math.MinInt64
+	s.lastTS.Store(math.MinInt64)
 	if ts, ok := svc.Clock(); ok {
-		s.lastTS = ts // a clock stepped back across a restart does not run time backwards
+		s.lastTS.Store(ts) // a clock stepped back across a restart does not run time backwards
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.draining = make(chan struct{})
 	s.calls = make(chan *call, maxGroup)
+	s.committerDone = make(chan struct{})
 	svc.Notify(s.dispatch)
 	s.routes()
 	s.loopWG.Add(2)
@@ -158,10 +162,10 @@ func (s *Server) tick() int64 {
 	if c, ok := s.svc.Clock(); ok && s.svc.Shared() && c > ts {
 		ts = c
 	}
-	if ts < s.lastTS {
-		ts = s.lastTS
+	if last := s.lastTS.Load(); ts < last {
+		ts = last
 	}
-	s.lastTS = ts
+	s.lastTS.Store(ts)
 	return ts
 }
 
@@ -209,8 +213,17 @@ func (s *Server) submit(ctx context.Context, name string, exec func(ctx context.
 		return nil, ErrClosed
 	}
 	// Once submitted, an operation runs whether or not its caller still
-	// listens: the caller learns its fate only here.
-	<-c.done
+	// listens: the caller learns its fate only here. A call the committer
+	// never took, because it stopped, never ran.
+	select {
+	case <-c.done:
+	case <-s.committerDone:
+		select {
+		case <-c.done:
+		default:
+			return nil, ErrClosed
+		}
+	}
 	s.poke()
 	return c.res, c.err
 }
@@ -222,6 +235,9 @@ func (s *Server) submit(ctx context.Context, name string, exec func(ctx context.
 // answers at once.
 func (s *Server) commitLoop() {
 	defer s.loopWG.Done()
+	// After this, submit stops waiting for calls nobody will take (the
+	// lapse loop's among them, which Close waits for).
+	defer close(s.committerDone)
 	for {
 		var first *call
 		select {
@@ -253,6 +269,11 @@ func (s *Server) commitLoop() {
 			s.obs.Commit(len(group), time.Since(start))
 		}
 		s.opMu.Unlock()
+		if err != nil {
+			// The group's events were dropped with it, though a commit cut
+			// off may have happened: blocked acquires read their state.
+			s.recheck()
+		}
 		for _, c := range group {
 			if err != nil {
 				c.res, c.err = nil, err
@@ -292,6 +313,7 @@ func (s *Server) lapseLoop() {
 	var fire <-chan time.Time
 	armed, armedFor := false, int64(0) // fire is set for expiry armedFor
 	firedFor := int64(math.MinInt64)   // the expiry the last sweep was for
+	var failing time.Duration          // while sweeps fail: the wait before the next
 	for {
 		// Every request pokes the loop; the timer is set again only when
 		// the next expiry moved.
@@ -310,6 +332,7 @@ func (s *Server) lapseLoop() {
 					// ahead. Try again soon, not at once.
 					d = max(d, 10*time.Millisecond)
 				}
+				d = max(d, failing)
 				fire = s.clock.After(d)
 			}
 		}
@@ -323,7 +346,15 @@ func (s *Server) lapseLoop() {
 				return nil, s.svc.Advance(ctx, ts)
 			})
 			if err != nil && s.ctx.Err() == nil {
-				s.log.Error("retiring lapsed leases", "err", err)
+				level := slog.LevelError
+				if errors.Is(err, lk.ErrUnavailable) {
+					level = slog.LevelWarn // the database is away: not a fault of ours
+				}
+				s.log.Log(s.ctx, level, "retiring lapsed leases", "err", err)
+				// The database is away: do not hammer it while it recovers.
+				failing = min(max(2*failing, 100*time.Millisecond), 2*time.Second)
+			} else {
+				failing = 0
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -538,5 +539,68 @@ func TestAuthorizerAsked(t *testing.T) {
 	}
 	if st, _ := svc.Status(context.Background(), 0, "a"); st.Age != 0 {
 		t.Errorf("a refused acquire registered the client: %+v", st)
+	}
+}
+
+// TestCloseWhileSweepQueued: Close returns although the lapse loop's sweep
+// is queued behind a group that is still running (here: held up by another
+// writer of the file), which the committer never takes once it stops.
+func TestCloseWhileSweepQueued(t *testing.T) {
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		path := filepath.Join(t.TempDir(), "server.db")
+		f := startOn(t, path, 1000)
+		f.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 5})
+		testutil.Eventually(t, 5*time.Second, "the lapse timer never learnt of the lease", func() bool {
+			return f.svc.NextExpiry() == 1005
+		})
+		time.Sleep(50 * time.Millisecond) // the timer is set for 1005
+		other, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := other.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+		go http.Get(f.url + "/v1/status?client=x") // a group, waiting for the other writer
+		time.Sleep(100 * time.Millisecond)
+		f.clock.Set(time.Unix(1010, 0)) // the sweep queues behind that group
+		time.Sleep(100 * time.Millisecond)
+		closed := make(chan struct{})
+		go func() { f.stop(); close(closed) }()
+		time.Sleep(100 * time.Millisecond)
+		conn.ExecContext(ctx, "ROLLBACK")
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("run %d: Close did not return", i)
+		}
+		conn.Close()
+		other.Close()
+	}
+}
+
+// TestInvalidUTF8QueryParameter: query parameters are text; bytes that are
+// not UTF-8 become U+FFFD, as encoding/json makes them in bodies, on both
+// backends alike (PostgreSQL would refuse them, failing the whole group).
+func TestInvalidUTF8QueryParameter(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "server.db")
+			if backend == "postgres" {
+				path = pgtest.DSN(t)
+			}
+			f := startOn(t, path, 1000)
+			f.call("POST", "/v1/acquire", map[string]any{"client": "caf\uFFFD", "lock": "L", "ttl": 100})
+			status, v := f.call("GET", "/v1/status?client=caf%E9", nil)
+			if status != http.StatusOK {
+				t.Fatalf("HTTP %d: %v", status, v)
+			}
+			expect(t, v, `{"age": 1, "holds": [["L", "exclusive", 1, 1100]], "waiting": null}`)
+		})
 	}
 }

@@ -253,3 +253,53 @@ func TestSharedSkewedClocks(t *testing.T) {
 	}
 	expect(t, got, fmt.Sprintf(`["granted", 2, %d]`, expires+30))
 }
+
+// TestSharedWaitSurvivesLostConnection: PostgreSQL ends the server's
+// connections while a client's acquire is blocked. The listener reconnects
+// and the wait reads its state, through a connection that is gone too at
+// first: the client is still queued, so the wait goes on, and is granted
+// when the lock is released.
+func TestSharedWaitSurvivesLostConnection(t *testing.T) {
+	app := fmt.Sprintf("lktest_%d", time.Now().UnixNano())
+	dsn := pgtest.DSN(t) + "&application_name=" + app
+	a := startWith(t, dsn, server.NewManualClock(time.Unix(1000, 0)), server.Options{})
+	a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
+	ch := a.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
+	a.waitQueued("y")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	listening := func() bool {
+		var n int
+		conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
+			AND query LIKE 'LISTEN%'`, app).Scan(&n)
+		return n == 1
+	}
+	testutil.Eventually(t, 5*time.Second, "the listener never connected", listening)
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE application_name = $1`, app); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the listener never reconnected", listening)
+	select {
+	case v := <-ch:
+		g, _ := json.Marshal(v)
+		t.Fatalf("the blocked acquire was answered %s while its client is still queued", g)
+	case <-time.After(500 * time.Millisecond):
+	}
+	for i := 0; ; i++ {
+		status, v := a.call("POST", "/v1/release", map[string]any{"client": "x", "lock": "L"})
+		if status == http.StatusOK {
+			expect(t, v, `"released"`)
+			break
+		}
+		if i == 10 {
+			t.Fatalf("release: HTTP %d %v", status, v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	expect(t, receive(t, ch), `["granted", 2, 1030]`)
+}
