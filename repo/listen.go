@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Listen receives the payloads Notify sends, from every process sharing the
@@ -48,10 +49,29 @@ func (d *DB) listenOnce(ctx context.Context, ready func(), fn func(string)) erro
 	}
 	ready()
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, listenIdle)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err == nil {
+			fn(n.Payload)
+			continue
+		}
+		if ctx.Err() != nil || !pgconn.Timeout(err) {
+			return err
+		}
+		// Quiet for a while: make sure the connection is alive, for a
+		// connection cut off without a word (a dead host, a partition)
+		// looks just like a quiet one. Notifications arriving meanwhile
+		// are kept for the next wait.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = conn.Exec(pctx, "SELECT 1")
+		cancel()
 		if err != nil {
 			return err
 		}
-		fn(n.Payload)
 	}
 }
+
+// listenIdle is how long the listener waits for a notification before it
+// checks its connection.
+const listenIdle = 15 * time.Second

@@ -43,14 +43,18 @@ func ServiceCountersSet(tx *Tx, c Counters) error {
 // exact on a shared database: its service writes them whenever they change.
 //
 // Time comes from the database's clock, so servers whose own clocks disagree
-// still agree on it; it is read in the statement that waits for the lock,
-// so it may be as old as that wait, and the caller never lets it fall behind
-// the stored clock.
+// still agree on it, and it is read once the lock is held: a statement's
+// expressions may be computed before it waits for a row, so the lock's own
+// statement could return a time as old as that wait. The caller never lets
+// it fall behind the stored clock.
 func Lock(tx *Tx) (c Counters, dbNow float64, err error) {
 	var clock sql.NullInt64
-	_, err = tx.row(`SELECT clock, last_client_age, extract(epoch FROM clock_timestamp())::float8
-		FROM service WHERE id = 1 FOR UPDATE`, nil, &clock, &c.LastClientAge, &dbNow)
+	if _, err = tx.row(`SELECT clock, last_client_age FROM service WHERE id = 1 FOR UPDATE`, nil,
+		&clock, &c.LastClientAge); err != nil {
+		return c, 0, err
+	}
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid
+	_, err = tx.row(`SELECT extract(epoch FROM clock_timestamp())::float8`, nil, &dbNow)
 	return c, dbNow, err
 }
 

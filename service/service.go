@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/repo"
@@ -36,6 +37,8 @@ type Service struct {
 	groupStart repo.Counters
 	groupDirty bool // the service row is to be written at the group's commit
 	groupBatch bool // the group is a Batch's: no savepoints
+	// groupCancel ends the deadline of the group's transaction.
+	groupCancel context.CancelFunc
 	// groupFailed is the error of an operation of the group that failed
 	// with no savepoint to undo it alone: the group must not commit.
 	// (PostgreSQL answers the COMMIT of a transaction that a failed
@@ -157,6 +160,11 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	grouped := s.group != nil
 	tx := s.group
 	if !grouped {
+		if s.shared {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, txDeadline)
+			defer cancel() // after the deferred rollback below
+		}
 		s.events = s.events[:0]
 		if tx, err = s.begin(ctx); err != nil {
 			return err
@@ -283,6 +291,13 @@ func (s *Service) Group(ctx context.Context, fn func()) (err error) {
 // database where that fails them all.
 var errGroupFailed = errors.New("service: an operation of the group failed, so none of it was committed")
 
+// txDeadline bounds a transaction on a shared database, lock wait (10 s at
+// most, repo's lock_timeout) included. Past it the statement under way is cut
+// off with its connection, and the transaction fails as unavailable: a
+// database that stalls (a synchronous standby gone, a network that drops
+// packets) must not hold the server, nor everything queued behind it.
+const txDeadline = 15 * time.Second
+
 // openGroup starts the transaction of a Group.
 func (s *Service) openGroup(ctx context.Context) error {
 	s.mu.Lock()
@@ -290,10 +305,16 @@ func (s *Service) openGroup(ctx context.Context) error {
 	if s.group != nil {
 		return errors.New("service: Group inside Group")
 	}
+	cancel := context.CancelFunc(func() {})
+	if s.shared {
+		ctx, cancel = context.WithTimeout(ctx, txDeadline)
+	}
 	tx, err := s.begin(ctx)
 	if err != nil {
+		cancel()
 		return err
 	}
+	s.groupCancel = cancel
 	s.group, s.groupStart, s.events = tx, s.c, s.events[:0]
 	s.groupDirty, s.groupBatch, s.groupFailed = false, false, nil
 	return nil
@@ -311,6 +332,7 @@ func (s *Service) closeGroup(commit bool) (err error) {
 		return nil
 	}
 	s.group = nil
+	defer s.groupCancel()
 	if commit && s.groupFailed != nil {
 		err = fmt.Errorf("%w: %w", errGroupFailed, s.groupFailed)
 	}
