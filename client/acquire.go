@@ -34,9 +34,9 @@ type AcquireOptions struct {
 //     the wait;
 //   - an *Error for an error result: ErrClientBusy (the client already waits
 //     for a lock or holds this one), ErrInvalidTTL, ErrInvalidArguments, ...
-//   - any other error when no answer was obtained. Acquire then sends a
-//     release for the client on lock, as the request may have left it queued
-//     or granted; that release would also end a lease the client already held
+//   - any other error when no answer was obtained, or a 5xx answer (such as
+//     ErrUnavailable). Acquire then sends a release for the client on lock,
+//     as the request may have left it queued or granted; that release would also end a lease the client already held
 //     on lock under another Lease, which the server would have refused as
 //     client busy anyway.
 func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) (*Lease, error) {
@@ -47,6 +47,12 @@ func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) 
 		return nil, err
 	}
 	recv := time.Now()
+	if res.Status >= 500 {
+		// The server or its database failed (503 unavailable): the
+		// request may have been queued or granted all the same.
+		c.withdraw(ctx, opts.Client, lock)
+		return nil, resultError(res)
+	}
 	if res.Status != http.StatusOK {
 		return nil, resultError(res)
 	}

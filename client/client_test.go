@@ -437,3 +437,31 @@ func TestLostWhenUnreachable(t *testing.T) {
 		t.Errorf("Release = %v, want ErrExpired", err)
 	}
 }
+
+// TestUnavailableWithdraws: an acquire answered 503 (the server's database
+// away) may have been queued or granted all the same, so Acquire sends a
+// release for it, and returns ErrUnavailable.
+func TestUnavailableWithdraws(t *testing.T) {
+	t.Parallel()
+	var released atomic.Bool
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/acquire":
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`"error: unavailable"`))
+		case "/v1/release":
+			released.Store(true)
+			w.Write([]byte(`"withdrawn"`))
+		}
+	}))
+	defer hs.Close()
+	c := client.New(hs.URL)
+	_, err := c.Acquire(ctxT(t), "L", client.AcquireOptions{Client: "a", TTL: 30 * time.Second, Wait: 5 * time.Second})
+	if !errors.Is(err, client.ErrUnavailable) {
+		t.Errorf("Acquire answered 503: %v, want ErrUnavailable", err)
+	}
+	if !released.Load() {
+		t.Error("no release was sent for the acquire whose outcome is unknown")
+	}
+}

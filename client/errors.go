@@ -48,7 +48,7 @@ var (
 	// moment (a failover, a restart, a lock wait cut off). The operation did
 	// not happen, or, when the commit itself was cut off, it may have: read
 	// the state (Status) before acting on a retry's answer.
-	ErrUnavailable = lk.ErrUnavailable
+	ErrUnavailable = errors.New("unavailable")
 	// ErrUnauthenticated (401): a server with an auth file got no bearer
 	// token, or one it does not know (WithBearerToken). Nothing changed.
 	ErrUnauthenticated = errors.New("unauthenticated")

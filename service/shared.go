@@ -82,7 +82,9 @@ func (s *Service) publish(tx *repo.Tx) error {
 	}
 	for _, e := range s.events {
 		switch e.Kind {
-		case EventGranted, EventAborted, EventWithdrawn:
+		case EventGranted, EventAborted, EventWithdrawn, EventRenewed:
+			// Renewed: a renew may shorten a lease, and the other
+			// servers' lapse timers must not wait for the old end.
 		default:
 			continue
 		}
@@ -144,7 +146,7 @@ func (s *Service) Listen(ctx context.Context, fn func(events []Event, resync boo
 		for i, w := range n.Events {
 			events[i] = Event{Kind: w.Kind, Client: w.Client, Lock: w.Lock, At: w.At,
 				Token: w.Token, ExpiresAt: w.ExpiresAt, FromQueue: w.FromQueue, Position: w.Position}
-			if w.Kind == EventGranted {
+			if w.Kind == EventGranted || w.Kind == EventRenewed {
 				s.noteExpiry(w.ExpiresAt)
 			}
 		}
