@@ -36,7 +36,6 @@ type Service struct {
 	group      *repo.Tx
 	groupStart repo.Counters
 	groupDirty bool // the service row is to be written at the group's commit
-	groupBatch bool // the group is a Batch's: no savepoints
 	// groupCancel ends the deadline of the group's transaction.
 	groupCancel context.CancelFunc
 	// groupFailed is the error of an operation of the group that failed
@@ -177,12 +176,12 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 		return ErrTimeBackwards
 	}
 	// A savepoint lets a failed operation undo only itself. On PostgreSQL
-	// it costs two round trips, a third of an operation's: there, and in
-	// a Batch, a failed operation fails its whole group instead
-	// (groupFailed), and the operations need none. (An operation fails
-	// only when the database does, or on a bug: contract errors are
-	// results, and a lost connection loses the transaction anyway.)
-	savepoint := grouped && !s.groupBatch && !s.shared
+	// it costs two round trips, a third of an operation's: there a failed
+	// operation fails its whole group instead (groupFailed), and the
+	// operations need none. (An operation fails only when the database
+	// does, or on a bug: contract errors are results, and a lost
+	// connection loses the transaction anyway.)
+	savepoint := grouped && !s.shared
 	if savepoint {
 		if err = tx.Savepoint(); err != nil {
 			return err
@@ -265,8 +264,9 @@ func (s *Service) begin(ctx context.Context) (*repo.Tx, error) {
 }
 
 // Group runs fn, and every operation on s while fn runs, in one transaction:
-// each operation in its own savepoint (so a failing one undoes only itself),
-// one commit and one sync to disk for all of them. This is group commit: the
+// each operation in its own savepoint (so a failing one undoes only itself;
+// on PostgreSQL, without savepoints, it fails the group), one commit and one
+// sync to disk for all of them. This is group commit: the
 // caller must answer none of those operations before Group returns nil. If
 // the commit fails, every one of them is undone and Group returns the error.
 // Events reach Notify after the commit. Operations must not run concurrently
@@ -316,7 +316,7 @@ func (s *Service) openGroup(ctx context.Context) error {
 	}
 	s.groupCancel = cancel
 	s.group, s.groupStart, s.events = tx, s.c, s.events[:0]
-	s.groupDirty, s.groupBatch, s.groupFailed = false, false, nil
+	s.groupDirty, s.groupFailed = false, nil
 	return nil
 }
 

@@ -176,16 +176,7 @@ func (s *Service) Batch(ctx context.Context, fn func(step func() error) error) e
 	if plain {
 		return fn(func() error { return nil })
 	}
-	open := func() error {
-		if err := s.openGroup(ctx); err != nil {
-			return err
-		}
-		s.mu.Lock()
-		s.groupBatch = true
-		s.mu.Unlock()
-		return nil
-	}
-	if err := open(); err != nil {
+	if err := s.openGroup(ctx); err != nil {
 		return err
 	}
 	n := 0
@@ -197,7 +188,7 @@ func (s *Service) Batch(ctx context.Context, fn func(step func() error) error) e
 		if err := s.closeGroup(true); err != nil {
 			return err
 		}
-		return open()
+		return s.openGroup(ctx)
 	})
 	if cerr := s.closeGroup(err == nil); err == nil {
 		err = cerr
