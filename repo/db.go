@@ -6,28 +6,18 @@ package repo
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"database/sql/driver"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"reflect"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/migrations"
 )
 
@@ -44,7 +34,7 @@ const MemoryPath = ":memory:"
 // are prepared once on it, which is the largest saving SQLite offers here
 // (docs/performance.md). A DB is not safe for concurrent use; package service
 // serializes access to it. Several processes may share one PostgreSQL
-// database: see Shared and Tx.Lock.
+// database: see Shared and Lock.
 type DB struct {
 	db      *sqlx.DB
 	conn    *sqlx.Conn
@@ -81,7 +71,7 @@ func IsPostgres(dsn string) bool {
 
 // Shared reports whether other processes may use the database at the same
 // time (PostgreSQL). Then nothing read in an earlier transaction can be
-// trusted in a later one: a transaction starts with Tx.Lock, and a service
+// trusted in a later one: a transaction starts with Lock, and a service
 // keeps no state between transactions.
 func (d *DB) Shared() bool { return d.dialect == postgresDialect }
 
@@ -163,76 +153,6 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	return &DB{db: sdb, conn: conn, stmts: map[string]*sqlx.Stmt{}}, nil
 }
 
-// openPostgres opens the PostgreSQL database at the URL dsn. Servers that
-// start together migrate under goose's session lock (an advisory lock), so
-// exactly one applies each migration.
-func openPostgres(ctx context.Context, dsn string) (*DB, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	// Every transaction holds the lock all servers queue for, so none may
-	// hold it long: a server that stalls inside one (paused, partitioned)
-	// has it cut off after 10 s, and a server that cannot get the lock in
-	// 10 s answers "unavailable" rather than hanging. The URL may set
-	// other values.
-	for k, v := range map[string]string{
-		"idle_in_transaction_session_timeout": "10s",
-		"lock_timeout":                        "10s",
-		"application_name":                    "leasekeeper",
-	} {
-		if _, set := cfg.RuntimeParams[k]; !set {
-			cfg.RuntimeParams[k] = v
-		}
-	}
-	// A primary that vanished (a failover) must not hold a connection
-	// attempt for the operating system's minutes.
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 5 * time.Second
-	}
-	sdb := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
-	// Operations are serialized per process anyway (package service); a
-	// second connection would only hold a second snapshot.
-	sdb.SetMaxOpenConns(1)
-	locker, err := lock.NewPostgresSessionLocker()
-	if err == nil {
-		var p *goose.Provider
-		p, err = goose.NewProvider(goose.DialectPostgres, sdb.DB, migrations.Postgres(), goose.WithSessionLocker(locker))
-		if err == nil {
-			err = migrate(ctx, p)
-		}
-	}
-	if err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	conn, err := sdb.Connx(ctx)
-	if err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	var schema string
-	if err := conn.GetContext(ctx, &schema, `SELECT current_schema()`); err != nil {
-		conn.Close()
-		sdb.Close()
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	return &DB{db: sdb, conn: conn, dialect: postgresDialect, pgcfg: cfg, stmts: map[string]*sqlx.Stmt{},
-		channel: notifyChannel(schema)}, nil
-}
-
-// notifyChannel names the channel for schema: "leasekeeper." and the
-// schema's name, or, when that would pass PostgreSQL's 63-byte identifiers,
-// a hash of it.
-func notifyChannel(schema string) string {
-	c := "leasekeeper." + schema
-	if len(c) > 63 {
-		sum := sha256.Sum256([]byte(schema))
-		c = "leasekeeper." + hex.EncodeToString(sum[:20])
-	}
-	return c
-}
-
 // escapePath keeps a file name with '?' or '#' from being read as URI syntax.
 func escapePath(p string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
@@ -252,79 +172,6 @@ func (d *DB) Close() error {
 	}
 	d.conn.Close()
 	return d.db.Close()
-}
-
-// recover replaces the connection after a failure, if it is gone: after a
-// failover, or a restart of PostgreSQL, the server goes on with a new one.
-func (d *DB) recover(ctx context.Context) error {
-	if !d.suspect {
-		return nil
-	}
-	if !d.replace {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := d.conn.PingContext(pctx)
-		cancel()
-		if err == nil {
-			d.suspect = false
-			return nil
-		}
-	}
-	for _, s := range d.stmts {
-		s.Close()
-	}
-	d.stmts = map[string]*sqlx.Stmt{}
-	// Closing a Conn only hands it back to the pool; a Raw that answers
-	// ErrBadConn makes database/sql close it for good.
-	d.conn.Raw(func(any) error { return driver.ErrBadConn })
-	d.conn.Close()
-	d.replace = false
-	conn, err := d.db.Connx(ctx)
-	if err != nil {
-		// d.conn stays the closed one: the next Begin tries again.
-		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
-	}
-	d.conn, d.suspect = conn, false
-	return nil
-}
-
-// failed notes a statement's error and tells a lost database from a bug:
-// on PostgreSQL an error of the connection, of a failover or of a timeout
-// comes back wrapped in lk.ErrUnavailable.
-func (d *DB) failed(err error) error {
-	if err == nil || d.dialect != postgresDialect || errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
-	d.suspect = true
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch {
-		case strings.HasPrefix(pe.Code, "08"), // connection exception
-			strings.HasPrefix(pe.Code, "57"), // operator intervention: shutdown, cancel
-			pe.Code == "55P03",               // lock_not_available: lock_timeout
-			pe.Code == "25P03",               // idle_in_transaction_session_timeout
-			pe.Code == "40001", pe.Code == "40P01":
-			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
-		case pe.Code == "25006": // read_only_sql_transaction: a standby, after a failover
-			d.replace = true
-			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
-		}
-		return err
-	}
-	if lostConnection(err) {
-		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
-	}
-	return err // a bug of ours, not the database's absence
-}
-
-// lostConnection reports whether err, not an answer of the server, says
-// that the connection broke or could not be made.
-func lostConnection(err error) bool {
-	var ne net.Error
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ne) || errors.As(err, &ce) || pgconn.Timeout(err) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
-		strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "conn busy")
 }
 
 // Tx is an open transaction on a DB: the handle every repo function takes.
@@ -488,120 +335,4 @@ func (tx *Tx) affected(query string, args ...any) (int64, error) {
 		return 0, err
 	}
 	return res.RowsAffected()
-}
-
-// dollarParams rewrites the SQLite parameters of query for PostgreSQL: ?N
-// becomes $N and a bare ? the next number. The queries here hold no string
-// literal with a '?' in it, so no quoting is tracked.
-func dollarParams(query string) string {
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(query); i++ {
-		c := query[i]
-		if c != '?' {
-			b.WriteByte(c)
-			continue
-		}
-		j := i + 1
-		for j < len(query) && query[j] >= '0' && query[j] <= '9' {
-			j++
-		}
-		b.WriteByte('$')
-		if j > i+1 {
-			b.WriteString(query[i+1 : j])
-		} else {
-			n++
-			fmt.Fprint(&b, n)
-		}
-		i = j - 1
-	}
-	return b.String()
-}
-
-// PostgreSQL's text cannot hold the byte 0, which the contract allows in
-// names, keys and values. On PostgreSQL every string goes in escaped, 0 as
-// 1 1 and 1 as 1 2, and comes out unescaped. The escape keeps the byte-wise
-// order of names (ORDER BY under COLLATE "C"): the codes of 0 and 1 sort
-// below every other byte and in their order, and no code is a prefix of
-// another. Other strings, all but the oddest, are stored as they are.
-
-func (tx *Tx) encode(args []any) []any {
-	if tx.d.dialect != postgresDialect {
-		return args
-	}
-	var out []any
-	for i, a := range args {
-		if s, ok := a.(string); ok && strings.ContainsAny(s, "\x00\x01") {
-			if out == nil {
-				out = append([]any(nil), args...)
-			}
-			out[i] = escapeText(s)
-		}
-	}
-	if out == nil {
-		return args
-	}
-	return out
-}
-
-// decode unescapes every string that dests (pointers, to strings, structs
-// or slices of structs, as Scan and Select fill them) hold.
-func (tx *Tx) decode(dests ...any) {
-	if tx.d.dialect != postgresDialect {
-		return
-	}
-	for _, d := range dests {
-		unescapeValue(reflect.ValueOf(d))
-	}
-}
-
-func unescapeValue(v reflect.Value) {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if !v.IsNil() {
-			unescapeValue(v.Elem())
-		}
-	case reflect.String:
-		if s := v.String(); strings.IndexByte(s, 1) >= 0 && v.CanSet() {
-			v.SetString(unescapeText(s))
-		}
-	case reflect.Struct:
-		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
-				unescapeValue(v.Field(i))
-			}
-		}
-	case reflect.Slice:
-		for i := 0; i < v.Len(); i++ {
-			unescapeValue(v.Index(i))
-		}
-	}
-}
-
-func escapeText(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case 0:
-			b.WriteString("\x01\x01")
-		case 1:
-			b.WriteString("\x01\x02")
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
-}
-
-func unescapeText(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == 1 && i+1 < len(s) {
-			i++
-			b.WriteByte(s[i] - 1)
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
