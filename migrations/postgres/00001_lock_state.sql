@@ -7,7 +7,7 @@
 --     follows the locale);
 --   * integers are BIGINT, the range of the contract's integers.
 
--- One row, locked FOR UPDATE by every transaction (repo.Tx.Lock): the point
+-- One row, locked FOR UPDATE by every transaction (repo.Lock): the point
 -- where the servers sharing the database serialize (docs/deployment.md).
 CREATE TABLE service (
     id              INTEGER PRIMARY KEY CHECK (id = 1),
