@@ -60,7 +60,6 @@ type Server struct {
 	loopWG    sync.WaitGroup
 	kick      chan struct{} // the next expiry may have moved
 
-	opMu   sync.Mutex   // one group (committer) at a time, in ts order
 	lastTS atomic.Int64 // the last ts used; never decreases
 	calls  chan *call   // operations for the committer
 	// committerDone is closed when the committer has stopped.
@@ -258,7 +257,6 @@ func (s *Server) commitLoop() {
 		// Operations run to completion even while the server closes: a
 		// statement cut off half-way would only turn into an error.
 		ctx := context.WithoutCancel(s.ctx)
-		s.opMu.Lock()
 		start := time.Now()
 		err := s.svc.Group(ctx, func() {
 			for _, c := range group {
@@ -268,7 +266,6 @@ func (s *Server) commitLoop() {
 		if s.obs != nil {
 			s.obs.Commit(len(group), time.Since(start))
 		}
-		s.opMu.Unlock()
 		if err != nil {
 			// The group's events were dropped with it, though a commit cut
 			// off may have happened: blocked acquires read their state.
