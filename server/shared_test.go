@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -302,4 +303,61 @@ func TestSharedWaitSurvivesLostConnection(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	expect(t, receive(t, ch), `["granted", 2, 1030]`)
+}
+
+// TestSharedLeavesReadOnlySession: after a failover a server may reach a
+// database that takes no writes (a standby, or here a database made read
+// only). Its answers are 503 meanwhile, and once the database takes writes
+// again it goes on, though its read-only connection still answered pings:
+// a connection refused a write is replaced, not kept.
+func TestSharedLeavesReadOnlySession(t *testing.T) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("lkro_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)") })
+	u, err := url.Parse(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	q := u.Query()
+	q.Del("search_path")
+	u.RawQuery = q.Encode()
+	f := startWith(t, u.String(), server.NewManualClock(time.Unix(1000, 0)), server.Options{})
+	_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
+	expect(t, v, `["granted", 1, 1100]`)
+
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" SET default_transaction_read_only = on"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		status, v := f.call("GET", "/v1/inspect?lock=L", nil)
+		if status != http.StatusServiceUnavailable {
+			t.Fatalf("on a read-only database: HTTP %d %v, want 503", status, v)
+		}
+	}
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" RESET default_transaction_read_only"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		status, v := f.call("GET", "/v1/inspect?lock=L", nil)
+		if status == http.StatusOK {
+			expect(t, v, `{"holders": [["x", "exclusive", 1, 1100]], "queue": []}`)
+			break
+		}
+		if i == 20 {
+			t.Fatalf("still HTTP %d %v after the database took writes again", status, v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
