@@ -107,51 +107,19 @@ func TestSharedDeadlockVictimOnOtherServer(t *testing.T) {
 // with a new connection; blocked acquires are still woken, through a
 // listener that reconnected too.
 func TestSharedSurvivesLostConnection(t *testing.T) {
-	app := fmt.Sprintf("lktest_%d", time.Now().UnixNano())
-	dsn := pgtest.DSN(t) + "&application_name=" + app
+	ss, dsn := newSessions(t)
 	clock := server.NewManualClock(time.Unix(1000, 0))
 	a := startWith(t, dsn, clock, server.Options{})
 	b := startWith(t, dsn, clock, server.Options{})
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
 	expect(t, v, `["granted", 1, 1100]`)
 
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	listening := func() bool {
-		var n int
-		conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
-			AND query LIKE 'LISTEN%'`, app).Scan(&n)
-		return n == 2
-	}
+	listening := func() bool { return ss.listening() == 2 }
 	testutil.Eventually(t, 5*time.Second, "the listeners never connected", listening)
-	var killed int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE application_name = $1) k`, app).Scan(&killed); err != nil {
-		t.Fatal(err)
-	}
-	if killed < 4 { // two servers, each with a connection and a listener
+	if killed := ss.terminate(); killed < 4 { // two servers, each with a connection and a listener
 		t.Fatalf("terminated %d connections, want at least 4", killed)
 	}
 
-	// retry calls until an answer other than 503, which is the only
-	// failure allowed.
-	retry := func(f *fixture, method, path string, body map[string]any) any {
-		t.Helper()
-		for i := 0; i < 10; i++ {
-			status, v := f.call(method, path, body)
-			if status != http.StatusServiceUnavailable {
-				return v
-			}
-			expect(t, v, `"error: unavailable"`)
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("%s %s: still unavailable after 10 tries", method, path)
-		return nil
-	}
 	expect(t, retry(a, "GET", "/v1/inspect?lock=L", nil), `{"holders": [["x", "exclusive", 1, 1100]], "queue": []}`)
 	retry(b, "GET", "/v1/inspect?lock=L", nil)
 	testutil.Eventually(t, 5*time.Second, "the listeners never reconnected", listening)
@@ -261,29 +229,14 @@ func TestSharedSkewedClocks(t *testing.T) {
 // first: the client is still queued, so the wait goes on, and is granted
 // when the lock is released.
 func TestSharedWaitSurvivesLostConnection(t *testing.T) {
-	app := fmt.Sprintf("lktest_%d", time.Now().UnixNano())
-	dsn := pgtest.DSN(t) + "&application_name=" + app
+	ss, dsn := newSessions(t)
 	a := startWith(t, dsn, server.NewManualClock(time.Unix(1000, 0)), server.Options{})
 	a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
 	ch := a.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
 	a.waitQueued("y")
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	listening := func() bool {
-		var n int
-		conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
-			AND query LIKE 'LISTEN%'`, app).Scan(&n)
-		return n == 1
-	}
+	listening := func() bool { return ss.listening() == 1 }
 	testutil.Eventually(t, 5*time.Second, "the listener never connected", listening)
-	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE application_name = $1`, app); err != nil {
-		t.Fatal(err)
-	}
+	ss.terminate()
 	testutil.Eventually(t, 5*time.Second, "the listener never reconnected", listening)
 	select {
 	case v := <-ch:
@@ -291,17 +244,7 @@ func TestSharedWaitSurvivesLostConnection(t *testing.T) {
 		t.Fatalf("the blocked acquire was answered %s while its client is still queued", g)
 	case <-time.After(500 * time.Millisecond):
 	}
-	for i := 0; ; i++ {
-		status, v := a.call("POST", "/v1/release", map[string]any{"client": "x", "lock": "L"})
-		if status == http.StatusOK {
-			expect(t, v, `"released"`)
-			break
-		}
-		if i == 10 {
-			t.Fatalf("release: HTTP %d %v", status, v)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	expect(t, retry(a, "POST", "/v1/release", map[string]any{"client": "x", "lock": "L"}), `"released"`)
 	expect(t, receive(t, ch), `["granted", 2, 1030]`)
 }
 
@@ -360,4 +303,60 @@ func TestSharedLeavesReadOnlySession(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// sessions watches, and ends, the PostgreSQL sessions of the servers of one
+// test: those on the URL newSessions returns, which names them.
+type sessions struct {
+	t    *testing.T
+	conn *pgx.Conn
+	app  string
+}
+
+func newSessions(t *testing.T) (ss *sessions, dsn string) {
+	t.Helper()
+	ss = &sessions{t: t, app: fmt.Sprintf("lktest_%d", time.Now().UnixNano())}
+	conn, err := pgx.Connect(context.Background(), pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss.conn = conn
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return ss, pgtest.DSN(t) + "&application_name=" + ss.app
+}
+
+// listening counts the servers' listening connections.
+func (ss *sessions) listening() int {
+	var n int
+	ss.conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE application_name = $1 AND query LIKE 'LISTEN%'`, ss.app).Scan(&n)
+	return n
+}
+
+// terminate ends every session of the servers, as a restart of PostgreSQL
+// would, and says how many there were.
+func (ss *sessions) terminate() int {
+	ss.t.Helper()
+	var n int
+	if err := ss.conn.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT pg_terminate_backend(pid)
+		FROM pg_stat_activity WHERE application_name = $1) k`, ss.app).Scan(&n); err != nil {
+		ss.t.Fatal(err)
+	}
+	return n
+}
+
+// retry sends a request until it is answered other than 503, the only
+// failure allowed while a server's database connections are replaced.
+func retry(f *fixture, method, path string, body map[string]any) any {
+	f.t.Helper()
+	for i := 0; i < 10; i++ {
+		status, v := f.call(method, path, body)
+		if status != http.StatusServiceUnavailable {
+			return v
+		}
+		expect(f.t, v, `"error: unavailable"`)
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.t.Fatalf("%s %s: still unavailable after 10 tries", method, path)
+	return nil
 }
