@@ -11,14 +11,15 @@ type Counters struct {
 
 // ServiceCounters reads the service row; LastClientAge is the registration
 // counter, the larger of the stored value and the youngest registered age.
+// On PostgreSQL the stored value is exact (a shared database's service writes
+// the row whenever it changes), so the clients table is not read.
 func ServiceCounters(tx *Tx) (Counters, error) {
 	var c Counters
 	var clock sql.NullInt64
 	q := `SELECT clock, max(last_client_age, (SELECT coalesce(max(age), 0) FROM clients))
 		FROM service WHERE id = 1`
 	if tx.d.dialect == postgresDialect {
-		q = `SELECT clock, greatest(last_client_age, (SELECT coalesce(max(age), 0) FROM clients))
-		FROM service WHERE id = 1`
+		q = `SELECT clock, last_client_age FROM service WHERE id = 1`
 	}
 	_, err := tx.row(q, nil, &clock, &c.LastClientAge)
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid
