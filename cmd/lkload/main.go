@@ -59,6 +59,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/repo"
 )
 
 type config struct {
@@ -128,7 +130,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.ttl < 1 || cfg.ttl > 86400 {
 		return cfg, errors.New("--ttl must be from 1 to 86400")
 	}
-	if cfg.db != "" && !isPostgres(cfg.db) {
+	if cfg.db != "" && !repo.IsPostgres(cfg.db) {
 		return cfg, fmt.Errorf("--db takes a postgres:// URL, not %q (without --db the server runs on a temporary SQLite file)", cfg.db)
 	}
 	if cfg.servers < 1 {
@@ -452,10 +454,6 @@ func (f *fleet) stop() {
 		}
 	}
 	os.RemoveAll(f.tmp)
-}
-
-func isPostgres(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
 // freshSchema creates an empty schema in the database at base and returns the
