@@ -37,15 +37,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -58,8 +55,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/leasekeeper/leasekeeper/internal/pgschema"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
 
@@ -405,11 +401,11 @@ func startFleet(ctx context.Context, cfg config) (_ *fleet, err error) {
 	}
 	db, where := filepath.Join(tmp, "lkload.db"), "database in "+tmp
 	if cfg.db != "" {
-		db, f.drop, err = freshSchema(ctx, cfg.db)
+		db, f.drop, err = pgschema.Fresh(ctx, cfg.db, "lkload_")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--db: %w", err)
 		}
-		where = "database " + redact(db)
+		where = "database " + pgschema.Redact(db)
 	}
 	// One after the other: the first applies the migrations, and the others
 	// then find the schema ready instead of queueing on goose's lock.
@@ -454,57 +450,6 @@ func (f *fleet) stop() {
 		}
 	}
 	os.RemoveAll(f.tmp)
-}
-
-// freshSchema creates an empty schema in the database at base and returns the
-// URL that puts the servers in it and the function that drops it.
-// pgx sends search_path, a parameter it does not know itself, to the server
-// as a setting of every connection it opens, so that all of a server's
-// connections (its pool, its LISTEN) land in the schema.
-func freshSchema(ctx context.Context, base string) (dsn string, drop func() error, err error) {
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", nil, fmt.Errorf("--db: %w", err)
-	}
-	var b [8]byte
-	rand.Read(b[:])
-	schema := "lkload_" + hex.EncodeToString(b[:])
-	quoted := pgx.Identifier{schema}.Sanitize()
-	if err := pgExec(ctx, base, "CREATE SCHEMA "+quoted); err != nil {
-		return "", nil, err
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	drop = func() error {
-		// Not the run's context: an interrupted run should still clean up.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return pgExec(ctx, base, "DROP SCHEMA IF EXISTS "+quoted+" CASCADE")
-	}
-	return u.String(), drop, nil
-}
-
-func pgExec(ctx context.Context, dsn, sql string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("--db %s: %w", redact(dsn), err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("--db %s: %s: %w", redact(dsn), sql, err)
-	}
-	return nil
-}
-
-// redact hides the password of a URL that goes into a message.
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil {
-		return u.Redacted()
-	}
-	return "the --db database"
 }
 
 // server is a `leasekeeper serve` that lkload started.
