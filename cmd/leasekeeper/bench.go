@@ -30,7 +30,7 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Time the scale scenarios on SQLite and on the reference model",
-		Long: `bench runs the scale scenarios of SPEC.md section 6 (the files in
+		Long: `bench runs the scale scenarios of docs/contract.md section 6 (the files in
 testdata/scale are the same scenarios at size 1) and prints a table of medians:
 
   process   'leasekeeper run FILE' on the whole file, process start included,

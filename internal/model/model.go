@@ -1,5 +1,5 @@
 // Package model is the test-only reference model of the leasekeeper contract
-// (SPEC.md sections 1-5, with the choices of docs/contract-notes.md).
+// (docs/contract.md sections 1-5, with the choices of docs/contract.md).
 //
 // It is the oracle the real engine is diff-tested against, in the style of
 // etcd's robustness model: a state (Model) and a step function (Step) that
@@ -16,7 +16,7 @@ import (
 	"math"
 )
 
-// Result strings of the contract (SPEC section 1, "Validation").
+// Result strings of the contract (docs/contract.md section 1, "Validation").
 const (
 	errInvalidArguments = "error: invalid arguments"
 	errUnknownOperation = "error: unknown operation"
@@ -26,13 +26,13 @@ const (
 	errStaleToken       = "error: stale token"
 )
 
-// Lock modes (SPEC section 3).
+// Lock modes (docs/contract.md section 3).
 const (
 	modeShared    = "shared"
 	modeExclusive = "exclusive"
 )
 
-// The eight operation names (SPEC section 1).
+// The eight operation names (docs/contract.md section 1).
 const (
 	opAcquire = "acquire"
 	opRenew   = "renew"
@@ -103,7 +103,7 @@ type Model struct {
 	nextExpiry int64
 
 	// aborted counts every client ever aborted by D4; repeat tallies its
-	// growth under "aborted" (SPEC section 5).
+	// growth under "aborted" (docs/contract.md section 5).
 	aborted int64
 }
 
@@ -134,7 +134,7 @@ func (m *Model) Step(op json.RawMessage) any {
 }
 
 // Run executes ops in order on a fresh model and returns one result per
-// operation (SPEC section 1, the replay harness).
+// operation (docs/contract.md section 1, the replay harness).
 func Run(ops []json.RawMessage) []any {
 	m := New()
 	results := make([]any, 0, len(ops))
@@ -159,7 +159,7 @@ func decode(raw json.RawMessage) (any, bool) {
 	return v, true
 }
 
-// exec runs validation steps 1-5 common to every operation (SPEC section 1),
+// exec runs validation steps 1-5 common to every operation (docs/contract.md section 1),
 // then hands the arguments after ts to the operation, which does steps 6-9.
 func (m *Model) exec(v any) any {
 	op, ok := v.([]any)

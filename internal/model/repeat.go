@@ -8,7 +8,7 @@ import (
 )
 
 // repeat is ["repeat", ts, template, count, step] or ["repeat", ts, count,
-// step, template] (SPEC section 5, contract-notes "repeat"). Whole-repeat
+// step, template] (docs/contract.md section 5, contract-notes "repeat"). Whole-repeat
 // problems are one "error: invalid arguments" (time has already advanced to
 // ts); each run is a full operation at ts + i*step whose result, errors
 // included, is tallied.
@@ -79,7 +79,7 @@ func (m *Model) repeat(ts int64, args []any) any {
 	return map[string]any{"ops": count, "results": tally}
 }
 
-// tallyKey is where a run's result counts (SPEC section 5): a string under
+// tallyKey is where a run's result counts (docs/contract.md section 5): a string under
 // itself, an array under its first element, anything else under "other".
 func tallyKey(result any) string {
 	switch r := result.(type) {

@@ -1,4 +1,4 @@
-// Package scale builds the scale scenarios of SPEC.md section 6 (issue
+// Package scale builds the scale scenarios of docs/contract.md section 6 (issue
 // "Scale"): operation lists, mostly repeat drives, at a chosen size. The
 // committed files under testdata/scale are these scenarios at full size;
 // `leasekeeper bench` runs them.

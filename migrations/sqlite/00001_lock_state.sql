@@ -1,7 +1,7 @@
 -- +goose Up
 
 -- One row. clock is the service's current time: the largest ts any operation
--- advanced it to (SPEC.md rule 5); NULL until the first operation.
+-- advanced it to (docs/contract.md rule 5); NULL until the first operation.
 -- last_client_age keeps the registration counter (D1) across the deletion of
 -- aborted clients: the counter is the larger of it and max(clients.age), so
 -- it is written only when a client is unregistered, and ages are never reused.
