@@ -11,12 +11,13 @@
 //	]}
 //
 // Requests carry the token as "Authorization: Bearer TOKEN". An Authorizer
-// answers 401 "error: unauthenticated" to a request without a token, with a
+// answers 401 unauthenticated to a request without a token, with a
 // malformed Authorization header, or with a token no principal has; and 403
-// "error: forbidden" when the principal's role may not do the operation, or
+// forbidden when the principal's role may not do the operation, or
 // the request acts as (or, for a client's status, asks about) a client id
-// that none of its patterns matches. GET /v1/health is open to everyone,
-// token or not: it tells only that the server is up and its clock.
+// that none of its patterns matches. GET /v1/health and GET
+// /v1/openapi.json are open to everyone, token or not: they tell only that
+// the server is up, its clock and version, and what the API is.
 //
 // What each role may do:
 //
@@ -35,6 +36,10 @@
 // write and read name no client id in the API, so they cannot be limited to
 // a principal's own client ids: any client principal may write to any lock
 // of the fenced store with any token (docs/security.md says what that means).
+//
+// It is part of leasekeeper's implementation, not meant for import by other
+// modules: its API is not stable. Programs use package leasekeeper's types and
+// package client.
 package auth
 
 import (
@@ -43,21 +48,17 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/server"
 )
 
-// The error codes of an Authorizer's denials: the body is "error: " and the
-// code.
-const (
-	// CodeUnauthenticated (401): no bearer token, a malformed Authorization
-	// header, or a token that no principal has.
-	CodeUnauthenticated = "unauthenticated"
-	// CodeForbidden (403): the principal's role may not do the operation, or
-	// the client id is outside its patterns.
-	CodeForbidden = "forbidden"
-)
+// An Authorizer's denials carry lk.CodeUnauthenticated (401: no bearer
+// token, a malformed Authorization header, or a token that no principal
+// has) or lk.CodeForbidden (403: the principal's role may not do the
+// operation, or the client id is outside its patterns).
 
 // Authorizer is a server.Authorizer over the principals of an auth file. It
 // is safe for concurrent use.
@@ -82,7 +83,7 @@ func (a *Authorizer) Principals() int { return len(a.principals) }
 // the package's table.
 func Allowed(role Role, op string) bool {
 	switch op {
-	case "health":
+	case "health", "openapi":
 		return true
 	case "acquire", "renew", "release", "write":
 		return role == RoleClient || role == RoleAdmin
@@ -98,21 +99,21 @@ func Allowed(role Role, op string) bool {
 
 // Authorize implements server.Authorizer.
 func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denial {
-	if acc.Op == "health" {
+	if acc.Op == "health" || acc.Op == "openapi" {
 		return nil
 	}
 	p := a.authenticate(r)
 	if p == nil {
 		a.refuse(r, acc, nil, "no valid bearer token")
-		return &server.Denial{Status: http.StatusUnauthorized, Code: CodeUnauthenticated}
+		return &server.Denial{Code: lk.CodeUnauthenticated, Message: "send a valid token: Authorization: Bearer TOKEN"}
 	}
 	if !Allowed(p.Role, acc.Op) {
 		a.refuse(r, acc, p, "the role may not do this operation")
-		return &server.Denial{Status: http.StatusForbidden, Code: CodeForbidden}
+		return &server.Denial{Code: lk.CodeForbidden, Message: "principal " + p.Name + " (" + string(p.Role) + ") may not " + acc.Op}
 	}
 	if p.Role == RoleClient && actsAsClient(acc.Op) && !p.matches(acc.Client) {
 		a.refuse(r, acc, p, "the client id matches none of the principal's patterns")
-		return &server.Denial{Status: http.StatusForbidden, Code: CodeForbidden}
+		return &server.Denial{Code: lk.CodeForbidden, Message: "principal " + p.Name + " may not act as client " + strconv.Quote(acc.Client)}
 	}
 	return nil
 }

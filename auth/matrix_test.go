@@ -3,6 +3,7 @@ package auth_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +15,10 @@ import (
 	"sync"
 	"testing"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -57,6 +60,7 @@ func (s *syncBuffer) String() string {
 type env struct {
 	url string
 	log *syncBuffer
+	hc  *http.Client // checks every answer against docs/openapi.json
 }
 
 // startServer is a real server on loopback over a SQLite file, with the
@@ -83,7 +87,7 @@ func startServer(t *testing.T) *env {
 		srv.Close()
 		svc.Close()
 	})
-	return &env{url: hs.URL, log: buf}
+	return &env{url: hs.URL, log: buf, hc: &http.Client{Transport: apitest.New(t).Transport(t, nil)}}
 }
 
 // send makes one request with the Authorization header auth ("" for none)
@@ -101,7 +105,7 @@ func (e *env) send(t *testing.T, authz, method, path, body string) (int, string)
 	if authz != "" {
 		req.Header.Set("Authorization", authz)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,36 +157,39 @@ func nothing(*testing.T, *env, string, string) {}
 var endpoints = []endpoint{
 	{"acquire", true, nothing, func(l, c string) (string, string, string) {
 		return "POST", "/v1/acquire", fmt.Sprintf(`{"client": %q, "lock": %q, "ttl": 3600}`, c, l)
-	}, `["granted",`},
+	}, `{"outcome":"granted","token":`},
 	{"renew", true, holding, func(l, c string) (string, string, string) {
 		return "POST", "/v1/renew", fmt.Sprintf(`{"client": %q, "lock": %q, "ttl": 60}`, c, l)
-	}, `["renewed",`},
+	}, `{"outcome":"renewed","token":`},
 	{"release", true, holding, func(l, c string) (string, string, string) {
 		return "POST", "/v1/release", fmt.Sprintf(`{"client": %q, "lock": %q}`, c, l)
-	}, `"released"`},
+	}, `{"outcome":"released"}`},
 	{"revoke", true, holding, func(l, c string) (string, string, string) {
 		return "POST", "/v1/revoke", fmt.Sprintf(`{"client": %q, "lock": %q}`, c, l)
-	}, `"revoked"`},
+	}, `{"outcome":"revoked"}`},
 	{"status", true, holding, func(l, c string) (string, string, string) {
 		return "GET", "/v1/status?client=" + c, ""
-	}, `{"age":`},
+	}, `{"client":"`},
 	{"write", false, nothing, func(l, c string) (string, string, string) {
 		return "POST", "/v1/write", fmt.Sprintf(`{"lock": %q, "key": "k", "value": "v", "token": 5}`, l)
-	}, `"ok"`},
+	}, `{"outcome":"ok"}`},
 	{"read", false, func(t *testing.T, e *env, l, c string) {
 		e.admin(t, "POST", "/v1/write", fmt.Sprintf(`{"lock": %q, "key": "k", "value": "before", "token": 1}`, l))
 	}, func(l, c string) (string, string, string) {
 		return "GET", "/v1/read?lock=" + l + "&key=k", ""
-	}, `"before"`},
+	}, `{"value":"before","token":1}`},
 	{"inspect", false, holding, func(l, c string) (string, string, string) {
 		return "GET", "/v1/inspect?lock=" + l, ""
-	}, `{"holders":[[`},
+	}, `{"lock":"L`},
 	{"locks", false, holding, func(l, c string) (string, string, string) {
 		return "GET", "/v1/locks", ""
-	}, `[{`},
+	}, `{"locks":[{`},
 	{"health", false, nothing, func(l, c string) (string, string, string) {
 		return "GET", "/v1/health", ""
-	}, `{"clock":`},
+	}, `{"status":"ok","clock":`},
+	{"openapi", false, nothing, func(l, c string) (string, string, string) {
+		return "GET", "/v1/openapi.json", ""
+	}, `{`},
 	{"metrics", false, nothing, func(l, c string) (string, string, string) {
 		return "GET", "/metrics", ""
 	}, `# metrics`},
@@ -207,7 +214,7 @@ var subjects = []subject{
 
 // want is the decision table of docs/security.md, written out.
 func want(s subject, op, client string) int {
-	if op == "health" {
+	if op == "health" || op == "openapi" {
 		return http.StatusOK
 	}
 	if s.role == "" {
@@ -231,7 +238,7 @@ func want(s subject, op, client string) int {
 // TestAuthorizationMatrix sends every endpoint as every role (and without a
 // valid token), with a client id inside and outside the client principal's
 // patterns: an allowed request succeeds, a refused one answers 401
-// "error: unauthenticated" or 403 "error: forbidden" and changes nothing.
+// unauthenticated or 403 forbidden, with a message, and changes nothing.
 func TestAuthorizationMatrix(t *testing.T) {
 	e := startServer(t)
 	n := 0
@@ -267,9 +274,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 							t.Errorf("%s %s as %s: %s, want %s...", method, path, s.name, got, ep.success)
 						}
 					case http.StatusUnauthorized, http.StatusForbidden:
-						code := map[int]string{401: `"error: unauthenticated"`, 403: `"error: forbidden"`}[w]
-						if got != code {
-							t.Errorf("%s %s as %s: body %s, want %s", method, path, s.name, got, code)
+						code := map[int]lk.ErrorCode{401: lk.CodeUnauthenticated, 403: lk.CodeForbidden}[w]
+						var obj map[string]any
+						json.Unmarshal([]byte(got), &obj)
+						if msg, _ := obj["message"].(string); len(obj) != 2 || obj["error"] != string(code) || msg == "" {
+							t.Errorf("%s %s as %s: body %s, want {\"error\": %q, \"message\": ...}", method, path, s.name, got, code)
 						}
 						if after := e.snapshot(t, lock, id); after != before {
 							t.Errorf("a refused %s changed the state:\nbefore %s\nafter  %s", ep.op, before, after)
@@ -291,10 +300,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 	req, _ := http.NewRequest("GET", e.url+"/v1/locks", nil)
 	req.Header.Add("Authorization", "Bearer "+adminToken)
 	req.Header.Add("Authorization", "Bearer "+readerToken)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("two Authorization headers: %v %v, want 401", resp.StatusCode, err)
+	if resp, err := e.hc.Do(req); err != nil {
+		t.Errorf("two Authorization headers: %v", err)
 	} else {
 		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("two Authorization headers: HTTP %d, want 401", resp.StatusCode)
+		}
 	}
 	checkLogs(t, e.log.String(), "etl")
 }
@@ -320,11 +332,12 @@ func checkLogs(t *testing.T, logs, principal string) {
 func TestGoClientAuth(t *testing.T) {
 	e := startServer(t)
 	ctx := context.Background()
-	etl := client.New(e.url, client.WithBearerToken(clientToken))
-	ops := client.New(e.url, client.WithBearerToken(adminToken))
-	anon := client.New(e.url)
+	hc := client.WithHTTPClient(e.hc)
+	etl := client.New(e.url, client.WithBearerToken(clientToken), hc)
+	ops := client.New(e.url, client.WithBearerToken(adminToken), hc)
+	anon := client.New(e.url, hc)
 
-	if _, err := anon.Locks(ctx); !errors.Is(err, client.ErrUnauthenticated) {
+	if _, err := anon.Locks(ctx, lk.LocksRequest{}); !errors.Is(err, client.ErrUnauthenticated) {
 		t.Errorf("locks without a token: %v, want ErrUnauthenticated", err)
 	}
 	if _, err := etl.Acquire(ctx, "L", client.AcquireOptions{Client: "web-1", TTL: 60e9}); !errors.Is(err, client.ErrForbidden) {
@@ -341,23 +354,23 @@ func TestGoClientAuth(t *testing.T) {
 	if _, err := etl.Acquire(ctx, "L", client.AcquireOptions{Client: "etl-2", TTL: 60e9}); !errors.Is(err, client.ErrQueued) {
 		t.Fatalf("etl-2 acquire: %v, want queued (and withdrawn)", err)
 	}
-	if _, err := etl.Do(ctx, client.AcquireCall("L", client.AcquireOptions{Client: "etl-2", TTL: 60e9})); err != nil {
-		t.Fatal(err)
+	if res, err := etl.AcquireOnce(ctx, "L", client.AcquireOptions{Client: "etl-2", TTL: 60e9}); err != nil || res.Outcome != lk.Queued {
+		t.Fatalf("etl-2 acquire once: %+v %v, want queued", res, err)
 	}
-	if err := etl.Revoke(ctx, "etl-1", "L"); !errors.Is(err, client.ErrForbidden) {
+	if _, err := etl.Revoke(ctx, "etl-1", "L"); !errors.Is(err, client.ErrForbidden) {
 		t.Errorf("revoke by a client principal: %v, want ErrForbidden", err)
 	}
-	if err := ops.Revoke(ctx, "etl-1", "L"); err != nil {
-		t.Fatalf("revoke by the admin: %v", err)
+	if res, err := ops.Revoke(ctx, "etl-1", "L"); err != nil || res.Outcome != lk.Revoked {
+		t.Fatalf("revoke by the admin: %+v %v", res, err)
 	}
-	if err := ops.Revoke(ctx, "etl-1", "L"); !errors.Is(err, client.ErrNotHolder) {
+	if _, err := ops.Revoke(ctx, "etl-1", "L"); !errors.Is(err, client.ErrNotHolder) {
 		t.Errorf("revoking again: %v, want ErrNotHolder", err)
 	}
 	st, err := ops.Inspect(ctx, "L")
 	if err != nil || len(st.Holders) != 1 || st.Holders[0].Client != "etl-2" || st.Holders[0].Token <= lease.Token() {
 		t.Fatalf("after revoke L is %+v (%v); want etl-2 holding with a higher token", st, err)
 	}
-	if err := etl.Write(ctx, "L", "k", "by etl-2", st.Holders[0].Token); err != nil {
+	if _, err := etl.Write(ctx, "L", "k", "by etl-2", st.Holders[0].Token); err != nil {
 		t.Fatal(err)
 	}
 	if err := lease.Write(ctx, "k", "late"); !errors.Is(err, client.ErrStaleToken) {

@@ -2,17 +2,18 @@ package client
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"net/http"
 	"time"
+
+	lk "github.com/leasekeeper/leasekeeper"
 )
 
 // AcquireOptions are an acquire's arguments besides the lock.
 type AcquireOptions struct {
 	Client string        // who acquires: the name the lease is held under
 	TTL    time.Duration // the lease's length, whole seconds from 1s to 24h (the server judges)
-	Shared bool          // a shared lease instead of an exclusive one (SPEC.md section 3)
+	Shared bool          // a shared lease instead of an exclusive one (docs/contract.md section 3)
 	// Wait is how long the server may hold the request while the client is
 	// queued, in whole seconds up to an hour; 0 answers at once.
 	Wait time.Duration
@@ -41,37 +42,43 @@ type AcquireOptions struct {
 //     client busy anyway.
 func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) (*Lease, error) {
 	send := time.Now()
-	res, err := c.Do(ctx, AcquireCall(lock, opts))
-	if err != nil {
-		c.withdraw(ctx, opts.Client, lock)
-		return nil, err
-	}
+	res, err := c.AcquireOnce(ctx, lock, opts)
 	recv := time.Now()
-	if res.Status >= 500 {
-		// The server or its database failed (503 unavailable): the
-		// request may have been queued or granted all the same.
-		c.withdraw(ctx, opts.Client, lock)
-		return nil, resultError(res)
-	}
-	if res.Status != http.StatusOK {
-		return nil, resultError(res)
-	}
-	g, err := decodeAcquire(res)
-	if err != nil {
-		if _, ok := err.(*QueuedError); ok {
-			c.withdraw(ctx, opts.Client, lock)
-		}
+	var e *Error
+	switch {
+	case errors.As(err, &e) && e.Status == 0:
+		return nil, err // refused before it was sent
+	case errors.As(err, &e) && e.Status < 500:
 		return nil, err
+	case err != nil:
+		// No answer, or the server or its database failed (503
+		// unavailable): the request may have been queued or granted all
+		// the same.
+		c.withdraw(ctx, opts.Client, lock)
+		return nil, err
+	}
+	switch res.Outcome {
+	case lk.Granted:
+	case lk.Queued:
+		c.withdraw(ctx, opts.Client, lock)
+		return nil, &QueuedError{Position: res.Position, Victims: res.Victims}
+	case lk.Deadlock:
+		return nil, &DeadlockError{Victims: res.Victims}
+	case lk.Withdrawn:
+		return nil, ErrWithdrawn
+	default:
+		return nil, fmt.Errorf("%s: unexpected outcome %q", pathAcquire, res.Outcome)
 	}
 	// A grant that took a while came from the queue: the lease started when
-	// the previous one ended, which the answer does not date, so the first
-	// renew goes out at once to learn how long the lease really has.
+	// the previous one ended, in the server's time, which this machine's
+	// clock may not match, so the first renew goes out at once to learn how
+	// long the lease really has.
 	waited := recv.Sub(send) > time.Second
 	base := send
 	if waited {
 		base = recv
 	}
-	return startLease(c, opts.Client, lock, opts.TTL, g, base, waited), nil
+	return startLease(c, opts.Client, lock, opts.TTL, res, base, waited), nil
 }
 
 // withdraw releases client's request on lock after an acquire whose outcome
@@ -79,59 +86,5 @@ func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) 
 func (c *Client) withdraw(ctx context.Context, client, lock string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	c.Do(ctx, ReleaseCall(client, lock))
-}
-
-// grant is a granted acquire's answer.
-type grant struct {
-	token     int64
-	expiresAt time.Time
-	victims   []string
-}
-
-// decodeAcquire reads a 200 answer of acquire (SPEC.md D5, docs/api.md).
-func decodeAcquire(r *Result) (grant, error) {
-	bad := fmt.Errorf("%s: unexpected answer %.200s", r.path, r.JSON)
-	var s string
-	if json.Unmarshal(r.JSON, &s) == nil {
-		if s == "withdrawn" {
-			return grant{}, ErrWithdrawn
-		}
-		return grant{}, bad
-	}
-	var elems []json.RawMessage
-	if json.Unmarshal(r.JSON, &elems) != nil || len(elems) == 0 {
-		return grant{}, bad
-	}
-	var tag string
-	json.Unmarshal(elems[0], &tag)
-	var victims []string
-	switch tag {
-	case "granted":
-		var g grant
-		dst := []any{&tag, &g.token, (*unixTime)(&g.expiresAt)}
-		if len(elems) == 4 {
-			dst = append(dst, &g.victims)
-		}
-		if decodeTuple(r.JSON, dst...) != nil {
-			return grant{}, bad
-		}
-		return g, nil
-	case "queued":
-		var q QueuedError
-		dst := []any{&tag, &q.Position}
-		if len(elems) == 3 {
-			dst = append(dst, &q.Victims)
-		}
-		if decodeTuple(r.JSON, dst...) != nil {
-			return grant{}, bad
-		}
-		return grant{}, &q
-	case "deadlock":
-		if decodeTuple(r.JSON, &tag, &victims) != nil {
-			return grant{}, bad
-		}
-		return grant{}, &DeadlockError{Victims: victims}
-	}
-	return grant{}, bad
+	c.Release(ctx, client, lock)
 }

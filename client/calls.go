@@ -2,8 +2,8 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -22,16 +22,17 @@ const (
 	pathInspect = "/v1/inspect"
 	pathStatus  = "/v1/status"
 	pathLocks   = "/v1/locks"
+	pathHealth  = "/v1/health"
 )
 
-// seconds writes d as the API's number of seconds. A d that is not whole
-// seconds goes out with its fraction, for the server to refuse as invalid
-// arguments: the server is the one judge of what is valid.
-func seconds(d time.Duration) json.Number {
-	if d%time.Second == 0 {
-		return json.Number(strconv.FormatInt(int64(d/time.Second), 10))
+// seconds turns d into the API's whole seconds. A d that is not whole
+// seconds is refused here, as the server would refuse it, with the field's
+// name.
+func seconds(field string, d time.Duration) (int64, error) {
+	if d%time.Second != 0 {
+		return 0, &Error{Code: lk.CodeInvalidArguments, Message: fmt.Sprintf("%s must be a whole number of seconds, got %v", field, d)}
 	}
-	return json.Number(strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
+	return int64(d / time.Second), nil
 }
 
 func mode(shared bool) lk.Mode {
@@ -41,127 +42,55 @@ func mode(shared bool) lk.Mode {
 	return lk.Exclusive
 }
 
-// AcquireCall is POST /v1/acquire for lock with opts.
-func AcquireCall(lock string, opts AcquireOptions) Call {
-	body := struct {
-		Client string      `json:"client"`
-		Lock   string      `json:"lock"`
-		TTL    json.Number `json:"ttl"`
-		Mode   lk.Mode     `json:"mode"`
-		Wait   json.Number `json:"wait,omitempty"`
-	}{opts.Client, lock, seconds(opts.TTL), mode(opts.Shared), ""}
-	if opts.Wait != 0 {
-		body.Wait = seconds(opts.Wait)
+// acquireBody is POST /v1/acquire's body: the request and the wait.
+type acquireBody struct {
+	lk.AcquireRequest
+	Wait int64 `json:"wait,omitempty"`
+}
+
+// AcquireOnce sends one acquire for lock and returns the answer as it is:
+// granted, queued (when Wait ran out, or at once without one), deadlock, or
+// withdrawn (a release from elsewhere withdrew the request during the
+// wait). Nothing renews a granted lease and nothing withdraws a queued
+// request: Acquire does both. Errors: an *Error for an error answer
+// (ErrClientBusy, ErrInvalidTTL, ...), any other error when no answer was
+// obtained.
+func (c *Client) AcquireOnce(ctx context.Context, lock string, opts AcquireOptions) (lk.AcquireResult, error) {
+	var res lk.AcquireResult
+	ttl, err := seconds("ttl", opts.TTL)
+	if err != nil {
+		return res, err
 	}
-	return Call{Method: http.MethodPost, Path: pathAcquire, Body: body}
-}
-
-// RenewCall is POST /v1/renew.
-func RenewCall(client, lock string, ttl time.Duration) Call {
-	return Call{Method: http.MethodPost, Path: pathRenew, Body: struct {
-		Client string      `json:"client"`
-		Lock   string      `json:"lock"`
-		TTL    json.Number `json:"ttl"`
-	}{client, lock, seconds(ttl)}}
-}
-
-// ReleaseCall is POST /v1/release.
-func ReleaseCall(client, lock string) Call {
-	return Call{Method: http.MethodPost, Path: pathRelease, Body: struct {
-		Client string `json:"client"`
-		Lock   string `json:"lock"`
-	}{client, lock}}
-}
-
-// RevokeCall is POST /v1/revoke: client's lease on lock ends now.
-func RevokeCall(client, lock string) Call {
-	return Call{Method: http.MethodPost, Path: pathRevoke, Body: struct {
-		Client string `json:"client"`
-		Lock   string `json:"lock"`
-	}{client, lock}}
-}
-
-// WriteCall is POST /v1/write.
-func WriteCall(lock, key, value string, token int64) Call {
-	return Call{Method: http.MethodPost, Path: pathWrite, Body: struct {
-		Lock  string `json:"lock"`
-		Key   string `json:"key"`
-		Value string `json:"value"`
-		Token int64  `json:"token"`
-	}{lock, key, value, token}}
-}
-
-// ReadCall is GET /v1/read.
-func ReadCall(lock, key string) Call {
-	return Call{Method: http.MethodGet, Path: pathRead, Query: url.Values{"lock": {lock}, "key": {key}}}
-}
-
-// InspectCall is GET /v1/inspect.
-func InspectCall(lock string) Call {
-	return Call{Method: http.MethodGet, Path: pathInspect, Query: url.Values{"lock": {lock}}}
-}
-
-// StatusCall is GET /v1/status.
-func StatusCall(client string) Call {
-	return Call{Method: http.MethodGet, Path: pathStatus, Query: url.Values{"client": {client}}}
-}
-
-// LocksCall is GET /v1/locks.
-func LocksCall() Call {
-	return Call{Method: http.MethodGet, Path: pathLocks}
-}
-
-// Renewal is renew's result.
-type Renewal struct {
-	Token     int64
-	ExpiresAt time.Time // whole seconds of the server's clock
+	wait, err := seconds("wait", opts.Wait)
+	if err != nil {
+		return res, err
+	}
+	body := acquireBody{lk.AcquireRequest{Client: opts.Client, Lock: lock, TTL: ttl, Mode: mode(opts.Shared)}, wait}
+	err = c.do(ctx, http.MethodPost, pathAcquire, nil, body, &res)
+	return res, err
 }
 
 // Renew renews client's lease on lock for ttl from now (L2); it may shorten
 // the lease. It is a single request: a *Lease renews itself. Errors: an
 // *Error with ErrNotHolder when client holds no live lease on lock,
 // ErrInvalidTTL, ErrInvalidArguments.
-func (c *Client) Renew(ctx context.Context, client, lock string, ttl time.Duration) (Renewal, error) {
-	res, err := c.call(ctx, RenewCall(client, lock, ttl))
-	if err != nil {
-		return Renewal{}, err
+func (c *Client) Renew(ctx context.Context, client, lock string, ttl time.Duration) (lk.RenewResult, error) {
+	var res lk.RenewResult
+	secs, err := seconds("ttl", ttl)
+	if err == nil {
+		err = c.do(ctx, http.MethodPost, pathRenew, nil, lk.RenewRequest{Client: client, Lock: lock, TTL: secs}, &res)
 	}
-	return decodeRenew(res)
+	return res, err
 }
 
-func decodeRenew(res *Result) (Renewal, error) {
-	var tag string
-	var r Renewal
-	if err := decodeTuple(res.JSON, &tag, &r.Token, (*unixTime)(&r.ExpiresAt)); err != nil || tag != "renewed" {
-		return Renewal{}, fmt.Errorf("%s: unexpected answer %.200s", res.path, res.JSON)
-	}
-	return r, nil
-}
-
-// ReleaseOutcome is release's result (L7).
-type ReleaseOutcome string
-
-const (
-	Released  ReleaseOutcome = "released"  // client held the lock; its lease ended
-	Withdrawn ReleaseOutcome = "withdrawn" // client was waiting; its request left the queue
-)
-
-// Release ends client's lease on lock, or withdraws its queued request. It is
-// a single request; to end a *Lease, use its Release. Errors: an *Error with
-// ErrNotHolder when client neither holds nor awaits lock.
-func (c *Client) Release(ctx context.Context, client, lock string) (ReleaseOutcome, error) {
-	res, err := c.call(ctx, ReleaseCall(client, lock))
-	if err != nil {
-		return "", err
-	}
-	var out ReleaseOutcome
-	if err := decode(res, &out); err != nil {
-		return "", err
-	}
-	if out != Released && out != Withdrawn {
-		return "", fmt.Errorf("%s: unexpected answer %.200s", res.path, res.JSON)
-	}
-	return out, nil
+// Release ends client's lease on lock (lk.Released), or withdraws its queued
+// request (lk.Withdrawn). It is a single request; to end a *Lease, use its
+// Release. Errors: an *Error with ErrNotHolder when client neither holds
+// nor awaits lock.
+func (c *Client) Release(ctx context.Context, client, lock string) (lk.ReleaseResult, error) {
+	var res lk.ReleaseResult
+	err := c.do(ctx, http.MethodPost, pathRelease, nil, lk.ReleaseRequest{Client: client, Lock: lock}, &res)
+	return res, err
 }
 
 // Revoke ends client's live lease on lock now, as the holder's release
@@ -169,177 +98,96 @@ func (c *Client) Release(ctx context.Context, client, lock string) (ReleaseOutco
 // token fences the revoked holder out of the store. The holder's *Lease
 // learns it at its next renew (ErrNotHolder). It is not a contract
 // operation; with an auth file only admins may revoke. The arguments come in
-// the order of Renew and Release: client, then lock. Errors: an *Error with ErrNotHolder when
-// client holds no live lease on lock, ErrForbidden when the principal is not
-// an admin, ErrUnauthenticated without a valid token.
-func (c *Client) Revoke(ctx context.Context, client, lock string) error {
-	res, err := c.call(ctx, RevokeCall(client, lock))
-	if err != nil {
-		return err
-	}
-	var out string
-	if err := decode(res, &out); err != nil {
-		return err
-	}
-	if out != "revoked" {
-		return fmt.Errorf("%s: unexpected answer %.200s", res.path, res.JSON)
-	}
-	return nil
+// the order of Renew and Release: client, then lock. Errors: an *Error with
+// ErrNotHolder when client holds no live lease on lock, ErrForbidden when the
+// principal is not an admin, ErrUnauthenticated without a valid token.
+func (c *Client) Revoke(ctx context.Context, client, lock string) (lk.RevokeResult, error) {
+	var res lk.RevokeResult
+	err := c.do(ctx, http.MethodPost, pathRevoke, nil, lk.RevokeRequest{Client: client, Lock: lock}, &res)
+	return res, err
 }
 
 // Write stores value under (lock, key) in the fenced store if token is at
 // least the highest token accepted for lock (L6). Errors: an *Error with
 // ErrStaleToken when a higher token was accepted, ErrInvalidArguments.
-func (c *Client) Write(ctx context.Context, lock, key, value string, token int64) error {
-	res, err := c.call(ctx, WriteCall(lock, key, value, token))
-	if err != nil {
-		return err
-	}
-	var ok string
-	if err := decode(res, &ok); err != nil {
-		return err
-	}
-	if ok != "ok" {
-		return fmt.Errorf("%s: unexpected answer %.200s", res.path, res.JSON)
-	}
-	return nil
+func (c *Client) Write(ctx context.Context, lock, key, value string, token int64) (lk.WriteResult, error) {
+	var res lk.WriteResult
+	err := c.do(ctx, http.MethodPost, pathWrite, nil, lk.WriteRequest{Lock: lock, Key: key, Value: value, Token: token}, &res)
+	return res, err
 }
 
-// Read returns the last value the fenced store accepted for (lock, key);
-// found is false when it has none.
-func (c *Client) Read(ctx context.Context, lock, key string) (value string, found bool, err error) {
-	res, err := c.call(ctx, ReadCall(lock, key))
-	if err != nil {
-		return "", false, err
-	}
-	var v *string
-	if err := decode(res, &v); err != nil {
-		return "", false, err
-	}
-	if v == nil {
-		return "", false, nil
-	}
-	return *v, true, nil
+// Read returns the last value the fenced store accepted for (lock, key),
+// with the token of the write that stored it; Value is nil when it has none.
+func (c *Client) Read(ctx context.Context, lock, key string) (lk.ReadResult, error) {
+	var res lk.ReadResult
+	err := c.do(ctx, http.MethodGet, pathRead, url.Values{"lock": {lock}, "key": {key}}, nil, &res)
+	return res, err
 }
 
-// LockState is inspect's result (S4).
-type LockState struct {
-	Holders []Holder `json:"holders"` // by token, lowest first
-	Queue   []Waiter `json:"queue"`   // oldest first
-}
-
-// Holder is one lease on a lock; its JSON form is [client, mode, token, expires_at].
-type Holder struct {
-	Client    string
-	Mode      lk.Mode
-	Token     int64
-	ExpiresAt time.Time
-}
-
-func (h *Holder) UnmarshalJSON(b []byte) error {
-	return decodeTuple(b, &h.Client, &h.Mode, &h.Token, (*unixTime)(&h.ExpiresAt))
-}
-
-// Waiter is one queued request; its JSON form is [client, mode].
-type Waiter struct {
-	Client string
-	Mode   lk.Mode
-}
-
-func (w *Waiter) UnmarshalJSON(b []byte) error {
-	return decodeTuple(b, &w.Client, &w.Mode)
-}
-
-// Inspect returns lock's holders and queue.
-func (c *Client) Inspect(ctx context.Context, lock string) (*LockState, error) {
-	res, err := c.call(ctx, InspectCall(lock))
-	if err != nil {
-		return nil, err
-	}
-	var s LockState
-	if err := decode(res, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
-}
-
-// ClientStatus is status's result (D6).
-type ClientStatus struct {
-	Age     int64  `json:"age"`     // registration number (D1); 0 when the client is not registered
-	Holds   []Hold `json:"holds"`   // by lock name
-	Waiting string `json:"waiting"` // the lock it waits for; "" when none
-}
-
-// Hold is one lease of a client; its JSON form is [lock, mode, token, expires_at].
-type Hold struct {
-	Lock      string
-	Mode      lk.Mode
-	Token     int64
-	ExpiresAt time.Time
-}
-
-func (h *Hold) UnmarshalJSON(b []byte) error {
-	return decodeTuple(b, &h.Lock, &h.Mode, &h.Token, (*unixTime)(&h.ExpiresAt))
+// Inspect returns lock's holders, by token, and queue, oldest first.
+func (c *Client) Inspect(ctx context.Context, lock string) (lk.InspectResult, error) {
+	var res lk.InspectResult
+	err := c.do(ctx, http.MethodGet, pathInspect, url.Values{"lock": {lock}}, nil, &res)
+	return res, err
 }
 
 // Status returns what client holds and awaits.
-func (c *Client) Status(ctx context.Context, client string) (*ClientStatus, error) {
-	res, err := c.call(ctx, StatusCall(client))
-	if err != nil {
-		return nil, err
-	}
-	var s ClientStatus
-	if err := decode(res, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+func (c *Client) Status(ctx context.Context, client string) (lk.StatusResult, error) {
+	var res lk.StatusResult
+	err := c.do(ctx, http.MethodGet, pathStatus, url.Values{"client": {client}}, nil, &res)
+	return res, err
 }
 
-// LockSummary is one entry of the locks listing.
-type LockSummary struct {
-	Lock    string   `json:"lock"`
-	Holders []Holder `json:"holders"`
-	Waiting int64    `json:"waiting"` // the queue's length
+// Locks returns one page of the locks that have holders or waiters, by
+// name: those after req.After whose names start with req.Prefix, at most
+// req.Limit (0 means the server's default, 100). The page's Next is the
+// After of the next page, nil on the last. AllLocks follows the pages.
+func (c *Client) Locks(ctx context.Context, req lk.LocksRequest) (lk.LocksResult, error) {
+	q := url.Values{}
+	if req.Limit != 0 {
+		q.Set("limit", strconv.Itoa(req.Limit))
+	}
+	if req.After != "" {
+		q.Set("after", req.After)
+	}
+	if req.Prefix != "" {
+		q.Set("prefix", req.Prefix)
+	}
+	var res lk.LocksResult
+	err := c.do(ctx, http.MethodGet, pathLocks, q, nil, &res)
+	return res, err
 }
 
-// Locks lists every lock that has holders or waiters, by name.
-func (c *Client) Locks(ctx context.Context) ([]LockSummary, error) {
-	res, err := c.call(ctx, LocksCall())
-	if err != nil {
-		return nil, err
-	}
-	var s []LockSummary
-	if err := decode(res, &s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// unixTime decodes a JSON integer of Unix seconds into a time.Time.
-type unixTime time.Time
-
-func (t *unixTime) UnmarshalJSON(b []byte) error {
-	var s int64
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	*t = unixTime(time.Unix(s, 0))
-	return nil
-}
-
-// decodeTuple decodes a JSON array of exactly len(dst) elements into dst.
-func decodeTuple(b []byte, dst ...any) error {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(b, &elems); err != nil {
-		return err
-	}
-	if len(elems) != len(dst) {
-		return fmt.Errorf("an array of %d elements, want %d", len(elems), len(dst))
-	}
-	for i, e := range elems {
-		if err := json.Unmarshal(e, dst[i]); err != nil {
-			return fmt.Errorf("element %d: %w", i, err)
+// AllLocks yields every lock that has holders or waiters and whose name
+// starts with prefix, by name, reading pages of the server's default size
+// as it goes. It stops at the first error, which it yields. A listing of a
+// busy server is not a snapshot: each page is read at its own time.
+func (c *Client) AllLocks(ctx context.Context, prefix string) iter.Seq2[lk.LockSummary, error] {
+	return func(yield func(lk.LockSummary, error) bool) {
+		req := lk.LocksRequest{Prefix: prefix}
+		for {
+			page, err := c.Locks(ctx, req)
+			if err != nil {
+				yield(lk.LockSummary{}, err)
+				return
+			}
+			for _, l := range page.Locks {
+				if !yield(l, nil) {
+					return
+				}
+			}
+			if page.Next == nil {
+				return
+			}
+			req.After = *page.Next
 		}
 	}
-	return nil
+}
+
+// Health returns the server's health: it answers while the process lives,
+// with the last time the server used and its version.
+func (c *Client) Health(ctx context.Context) (lk.HealthResult, error) {
+	var res lk.HealthResult
+	err := c.do(ctx, http.MethodGet, pathHealth, nil, nil, &res)
+	return res, err
 }

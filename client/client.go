@@ -9,7 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
+
+	lk "github.com/leasekeeper/leasekeeper"
 )
 
 // Client talks to one leasekeeper server. It is safe for concurrent use.
@@ -70,42 +74,26 @@ func (c *Client) BaseURL() string { return c.base }
 // busy server is the largest legitimate one.
 const maxResponse = 64 << 20
 
-// Call is one request of the HTTP API. The functions AcquireCall, RenewCall,
-// ... build the API's calls; other paths (GET /v1/health) can be called by
-// filling the fields.
-type Call struct {
-	Method string     // http.MethodGet or http.MethodPost
-	Path   string     // e.g. "/v1/acquire"
-	Query  url.Values // GET parameters
-	Body   any        // POST body, encoded as JSON
-}
-
-// Result is the server's answer to a Call, as it was sent.
-type Result struct {
-	Status int             // the HTTP status
-	JSON   json.RawMessage // the body: the contract's result, e.g. ["granted",7,1767225630] or "error: not holder"
-	path   string
-}
-
-// Do sends call and returns the server's answer, whatever it says: an error
-// result is a Result too (see Result.Err). Do fails only when no answer was
-// obtained: the server was unreachable, ctx ended, or the body was not JSON.
-func (c *Client) Do(ctx context.Context, call Call) (*Result, error) {
-	u := c.base + call.Path
-	if len(call.Query) > 0 {
-		u += "?" + call.Query.Encode()
+// do sends one request of the API and decodes a 200 answer into out. An
+// error answer is an *Error; any other error means no answer was obtained:
+// the server was unreachable, ctx ended, or what answered did not speak the
+// API.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
 	}
 	var body io.Reader
-	if call.Body != nil {
-		b, err := json.Marshal(call.Body)
+	if in != nil {
+		b, err := json.Marshal(in)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, call.Method, u, body)
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -116,69 +104,38 @@ func (c *Client) Do(ctx context.Context, call Call) (*Result, error) {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the answer: %w", call.Method, call.Path, err)
+		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
 	if len(b) > maxResponse {
-		return nil, fmt.Errorf("%s %s: answer longer than %d bytes", call.Method, call.Path, maxResponse)
+		return fmt.Errorf("%s %s: answer longer than %d bytes", method, path, maxResponse)
 	}
-	b = bytes.TrimSpace(b)
-	if !json.Valid(b) {
-		return nil, fmt.Errorf("%s %s: HTTP %d with a body that is not JSON: %.200q", call.Method, call.Path, resp.StatusCode, b)
+	if resp.StatusCode != http.StatusOK {
+		return errorOf(resp, b)
 	}
-	return &Result{Status: resp.StatusCode, JSON: b, path: call.Path}, nil
-}
-
-// Err interprets the answer: nil when it is the operation's success, an
-// *Error for an error result ("error: not holder", ...). For an acquire, only
-// a grant is a success: a queued answer is a *QueuedError, a deadlock a
-// *DeadlockError, and a withdrawal during the wait ErrWithdrawn.
-func (r *Result) Err() error {
-	if r.Status != http.StatusOK {
-		return resultError(r)
-	}
-	if r.path == pathAcquire {
-		_, err := decodeAcquire(r)
-		return err
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: unexpected answer %.200q: %w", method, path, bytes.TrimSpace(b), err)
 	}
 	return nil
 }
 
-// call sends call and turns an error result into an *Error.
-func (c *Client) call(ctx context.Context, call Call) (*Result, error) {
-	res, err := c.Do(ctx, call)
-	if err != nil {
-		return nil, err
+// errorOf makes the *Error of a non-200 answer: the API's error object, or,
+// from something that does not speak the API (a proxy, a wrong URL), the
+// status and the start of the body.
+func errorOf(resp *http.Response, b []byte) *Error {
+	e := &Error{Status: resp.StatusCode}
+	var w lk.Error
+	if json.Unmarshal(b, &w) == nil && w.Code != "" {
+		e.Code, e.Message = w.Code, w.Message
+	} else {
+		e.Message = fmt.Sprintf("unexpected answer %.200q", bytes.TrimSpace(b))
 	}
-	if res.Status != http.StatusOK {
-		return nil, resultError(res)
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		e.RetryAfter = time.Duration(secs) * time.Second
 	}
-	return res, nil
-}
-
-// resultError makes the *Error of a non-200 answer. The API's error bodies
-// are "error: <code>" optionally followed by ": <detail>"; codes never hold
-// ": ", so the first one splits them.
-func resultError(r *Result) error {
-	e := &Error{Status: r.Status}
-	var s string
-	if json.Unmarshal(r.JSON, &s) == nil && strings.HasPrefix(s, "error: ") {
-		s = strings.TrimPrefix(s, "error: ")
-		e.Code, e.Detail, _ = strings.Cut(s, ": ")
-		return e
-	}
-	e.Detail = fmt.Sprintf("unexpected answer %.200s", r.JSON)
 	return e
-}
-
-// decode unmarshals a success result into v, or says what was wrong.
-func decode(r *Result, v any) error {
-	if err := json.Unmarshal(r.JSON, v); err != nil {
-		return fmt.Errorf("%s: unexpected answer %.200s: %w", r.path, r.JSON, err)
-	}
-	return nil
 }

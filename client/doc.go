@@ -24,18 +24,20 @@
 // fenced store's tokens are what keep a late writer from overwriting its
 // successor.
 //
-// Errors the server answers are *Error values that errors.Is matches against
-// the sentinels (ErrNotHolder, ErrStaleToken, ...). Acquire's results other
-// than a grant are errors too: *QueuedError (ErrQueued) and *DeadlockError
-// (ErrDeadlock). Any other error means no answer was obtained: the server
-// was unreachable, ctx ended, or what answered did not speak the API.
+// Errors the server answers are *Error values, the API's error object
+// {"error": code, "message": ...} with its status, that errors.Is matches
+// against the sentinels (ErrNotHolder, ErrStaleToken, ...). Acquire's
+// results other than a grant are errors too: *QueuedError (ErrQueued) and
+// *DeadlockError (ErrDeadlock). Any other error means no answer was
+// obtained: the server was unreachable, ctx ended, or what answered did not
+// speak the API.
 //
 // A server started with --auth-file wants a bearer token, WithBearerToken;
 // one with a certificate from a private CA is reached at an https:// URL
 // with WithTLSConfig (LoadCAFile builds the configuration from a PEM file).
 //
-// The single-request methods (Renew, Release, Revoke, Inspect, Status, Locks,
-// Write, Read) decode the contract's result; Do sends any Call and returns the
-// result exactly as the server sent it, which is what the leasekeeper
-// command prints.
+// The single-request methods (AcquireOnce, Renew, Release, Revoke, Inspect,
+// Status, Locks, Write, Read, Health) send one request and return the API's
+// answer as the typed result of package leasekeeper, the same types the
+// server encodes; AllLocks follows the pages of the locks listing.
 package client

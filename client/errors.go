@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
 )
 
-// The contract's error codes (SPEC.md section 1), as the server answers them.
-// They are the same values as package leasekeeper's, so errors.Is matches
-// either. An *Error with the code matches its sentinel.
+// The contract's error codes (docs/contract.md section 1), as the server
+// answers them. They are package leasekeeper's sentinels, so errors.Is
+// matches an *Error of either package against them.
 var (
 	// ErrInvalidArguments: a missing or mistyped field (a TTL or Wait that is
 	// not a whole number of seconds, say), or a name or value beyond the API's
@@ -33,28 +34,28 @@ var (
 var (
 	// ErrBodyTooLarge: a request body over the server's limit (131,072
 	// bytes); a value within the API's limits never causes it.
-	ErrBodyTooLarge = errors.New("request body too large")
+	ErrBodyTooLarge = lk.ErrBodyTooLarge
 	// ErrNotFound, ErrMethodNotAllowed: a path or method the API does not
-	// have, from Do with a Call of one's own, or a base URL that is not a
-	// leasekeeper server.
-	ErrNotFound         = errors.New("not found")
-	ErrMethodNotAllowed = errors.New("method not allowed")
+	// have: a base URL that is not a leasekeeper server's root (one ending
+	// in /v1, say).
+	ErrNotFound         = lk.ErrNotFound
+	ErrMethodNotAllowed = lk.ErrMethodNotAllowed
 	// ErrInternal: the server's database failed; nothing was acknowledged.
-	ErrInternal = errors.New("internal")
+	ErrInternal = lk.ErrInternal
 	// ErrShuttingDown: the server is stopping; another server (or this one,
 	// restarted) may answer a retry.
-	ErrShuttingDown = errors.New("shutting down")
+	ErrShuttingDown = lk.ErrShuttingDown
 	// ErrUnavailable (503): the server lost its PostgreSQL database for the
 	// moment (a failover, a restart, a lock wait cut off). The operation did
 	// not happen, or, when the commit itself was cut off, it may have: read
 	// the state (Status) before acting on a retry's answer.
-	ErrUnavailable = errors.New("unavailable")
+	ErrUnavailable = lk.ErrUnavailable
 	// ErrUnauthenticated (401): a server with an auth file got no bearer
 	// token, or one it does not know (WithBearerToken). Nothing changed.
-	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrUnauthenticated = lk.ErrUnauthenticated
 	// ErrForbidden (403): the token's principal may not do this operation, or
 	// may not act as this client id (docs/security.md). Nothing changed.
-	ErrForbidden = errors.New("forbidden")
+	ErrForbidden = lk.ErrForbidden
 )
 
 // Acquire's answers other than a grant.
@@ -79,43 +80,36 @@ var (
 	ErrExpired = errors.New("lease expired without a successful renew")
 )
 
-var codes = map[string]error{}
-
-func init() {
-	for _, err := range []error{ErrInvalidArguments, ErrInvalidTTL, ErrClientBusy, ErrNotHolder, ErrStaleToken,
-		ErrBodyTooLarge, ErrNotFound, ErrMethodNotAllowed, ErrInternal, ErrShuttingDown,
-		ErrUnavailable, ErrUnauthenticated, ErrForbidden} {
-		codes[err.Error()] = err
-	}
-}
-
-// Error is an error result of the server: a body "error: <code>", or
-// "error: <code>: <detail>" when the server says more.
+// Error is an error answer of the server: the API's error object
+// {"error": code, "message": ...} with its HTTP status. errors.Is matches it
+// against the sentinel of its code (ErrNotHolder, ...). An answer that is not
+// the API's has no Code, and says what came in Message.
 type Error struct {
-	Status int    // the HTTP status
-	Code   string // "not holder", "invalid arguments", ...; "" when the answer was not an error string
-	Detail string // what follows the code, e.g. "lock is longer than 256 bytes"
+	Status     int           // the HTTP status; 0 for a request refused before it was sent
+	Code       lk.ErrorCode  // "not_holder", "invalid_arguments", ...
+	Message    string        // what was wrong, e.g. "lock is longer than 256 bytes"
+	RetryAfter time.Duration // the answer's Retry-After, 0 when none
 }
 
 func (e *Error) Error() string {
 	switch {
 	case e.Code == "":
-		return fmt.Sprintf("%s (HTTP %d)", e.Detail, e.Status)
-	case e.Detail == "":
-		return e.Code
+		return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+	case e.Message == "" || e.Message == e.Code.Text():
+		return e.Code.Text()
 	}
-	return e.Code + ": " + e.Detail
+	return e.Code.Text() + ": " + e.Message
 }
 
 // Is reports whether target is the sentinel of e's code.
 func (e *Error) Is(target error) bool {
-	s, ok := codes[e.Code]
-	return ok && s == target
+	t, ok := target.(*lk.Error)
+	return ok && e.Code != "" && t.Code == e.Code
 }
 
-// QueuedError is an acquire's answer ["queued", position] when the client was
-// still queued as the wait ran out: Client.Acquire has withdrawn the request
-// by then, Result.Err of a raw acquire has not. It matches ErrQueued.
+// QueuedError is Acquire's error when the client was still queued as the
+// wait ran out; Acquire has withdrawn the request by then. It matches
+// ErrQueued.
 type QueuedError struct {
 	Position int64    // 1 = next in line
 	Victims  []string // clients that the request aborted as deadlock victims, if any

@@ -39,8 +39,12 @@ func Example() {
 	if err := lease.Write(ctx, "part-1", "rows 1-100"); err != nil {
 		fmt.Println(err)
 	}
-	value, found, err := c.Read(ctx, "exports/daily", "part-1")
-	fmt.Println("read:", value, found, err)
+	read, err := c.Read(ctx, "exports/daily", "part-1")
+	if err != nil || read.Value == nil {
+		fmt.Println("read:", read, err)
+	} else {
+		fmt.Println("read:", *read.Value, "written with token", read.Token)
+	}
 	if err := lease.Release(ctx); err != nil {
 		fmt.Println(err)
 	}
@@ -57,7 +61,7 @@ func Example() {
 	fmt.Println("late write is stale:", errors.Is(err, client.ErrStaleToken))
 	// Output:
 	// etl-a holds token 1
-	// read: rows 1-100 true <nil>
+	// read: rows 1-100 written with token 1
 	// etl-b holds token 2
 	// late write is stale: true
 }

@@ -7,18 +7,21 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	lk "github.com/leasekeeper/leasekeeper"
 )
 
 // Lease is a granted lock that renews itself, with the same ttl, about every
 // third of its ttl until Release is called or it is lost. Its methods are
 // safe for concurrent use.
 type Lease struct {
-	c       *Client
-	client  string
-	lock    string
-	ttl     time.Duration
-	token   int64
-	victims []string
+	c         *Client
+	client    string
+	lock      string
+	ttl       time.Duration
+	token     int64
+	victims   []string
+	grantedAt time.Time
 
 	stop context.CancelFunc
 	done chan struct{} // closed when the keep-alive has stopped
@@ -32,11 +35,11 @@ type Lease struct {
 	releaseErr  error
 }
 
-func startLease(c *Client, client, lock string, ttl time.Duration, g grant, base time.Time, renewNow bool) *Lease {
+func startLease(c *Client, client, lock string, ttl time.Duration, g lk.AcquireResult, base time.Time, renewNow bool) *Lease {
 	ctx, stop := context.WithCancel(context.Background())
 	l := &Lease{
-		c: c, client: client, lock: lock, ttl: ttl, token: g.token, victims: g.victims,
-		stop: stop, done: make(chan struct{}), expiresAt: g.expiresAt, lost: make(chan struct{}),
+		c: c, client: client, lock: lock, ttl: ttl, token: g.Token, victims: g.Victims, grantedAt: time.Unix(g.GrantedAt, 0),
+		stop: stop, done: make(chan struct{}), expiresAt: time.Unix(g.ExpiresAt, 0), lost: make(chan struct{}),
 	}
 	go l.keepAlive(ctx, base, renewNow)
 	return l
@@ -52,6 +55,10 @@ func (l *Lease) ExpiresAt() time.Time {
 	defer l.mu.Unlock()
 	return l.expiresAt
 }
+
+// GrantedAt is when the lease started, in whole seconds of the server's
+// clock: for a grant from the queue, the instant the previous lease ended.
+func (l *Lease) GrantedAt() time.Time { return l.grantedAt }
 
 // Lock is the lock the lease is on.
 func (l *Lease) Lock() string { return l.lock }
@@ -85,7 +92,8 @@ func (l *Lease) Err() error {
 // token (Client.Write). The store does not look at leases: a lost lease's
 // write still succeeds until a successor has written with a higher token.
 func (l *Lease) Write(ctx context.Context, key, value string) error {
-	return l.c.Write(ctx, l.lock, key, value, l.token)
+	_, err := l.c.Write(ctx, l.lock, key, value, l.token)
+	return err
 }
 
 // Release stops the keep-alive and releases the lease. It returns nil when
@@ -104,8 +112,8 @@ func (l *Lease) Release(ctx context.Context) error {
 			switch {
 			case err != nil:
 				l.releaseErr = err
-			case out != Released:
-				l.releaseErr = fmt.Errorf("%s: release answered %q, not \"released\"", pathRelease, out)
+			case out.Outcome != lk.Released:
+				l.releaseErr = fmt.Errorf("%s: release answered %q, not \"released\"", pathRelease, out.Outcome)
 			}
 		}
 		if lostErr != nil {
@@ -160,12 +168,12 @@ func (l *Lease) keepAlive(ctx context.Context, base time.Time, renewNow bool) {
 		switch {
 		case err == nil:
 			l.mu.Lock()
-			l.expiresAt = r.ExpiresAt
+			l.expiresAt = time.Unix(r.ExpiresAt, 0)
 			l.mu.Unlock()
 			expiry = earliestEnd(send, l.ttl)
 			timer.Reset(time.Until(send.Add(l.ttl / 3)))
 			continue
-		case errors.As(err, &e) && !transient(e.Status):
+		case errors.As(err, &e) && e.Status != 0 && !transient(e.Status):
 			l.end(err)
 			return
 		}
@@ -187,12 +195,8 @@ func earliestEnd(send time.Time, ttl time.Duration) time.Time {
 	return send.Add(max(ttl-time.Second, 0))
 }
 
-func (l *Lease) renew(ctx context.Context) (Renewal, error) {
-	res, err := l.c.call(ctx, RenewCall(l.client, l.lock, l.ttl))
-	if err != nil {
-		return Renewal{}, err
-	}
-	return decodeRenew(res)
+func (l *Lease) renew(ctx context.Context) (lk.RenewResult, error) {
+	return l.c.Renew(ctx, l.client, l.lock, l.ttl)
 }
 
 // transient reports whether an error status may pass on a retry: the

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	lk "github.com/leasekeeper/leasekeeper"
 )
 
 // TestBearerAndTLS: the token goes out in the Authorization header, and the
@@ -21,7 +23,8 @@ func TestBearerAndTLS(t *testing.T) {
 	var got string
 	hs := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Get("Authorization")
-		io.WriteString(w, "[]")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"locks":[],"next":null}`)
 	}))
 	defer hs.Close()
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
@@ -37,15 +40,15 @@ func TestBearerAndTLS(t *testing.T) {
 		"then http client": {WithTLSConfig(cfg), WithHTTPClient(&http.Client{Timeout: time.Minute}), WithBearerToken("t0k")},
 	} {
 		got = ""
-		if _, err := New(hs.URL, opts...).Locks(ctx); err != nil || got != "Bearer t0k" {
+		if _, err := New(hs.URL, opts...).Locks(ctx, lk.LocksRequest{}); err != nil || got != "Bearer t0k" {
 			t.Errorf("%s: %v, Authorization %q", name, err, got)
 		}
 	}
-	if _, err := New(hs.URL).Locks(ctx); err == nil {
+	if _, err := New(hs.URL).Locks(ctx, lk.LocksRequest{}); err == nil {
 		t.Error("the system roots trusted the test server's certificate")
 	}
 	got = "unset"
-	New(hs.URL, WithTLSConfig(&tls.Config{RootCAs: cfg.RootCAs})).Locks(ctx)
+	New(hs.URL, WithTLSConfig(&tls.Config{RootCAs: cfg.RootCAs})).Locks(ctx, lk.LocksRequest{})
 	if got != "" {
 		t.Errorf("without WithBearerToken, Authorization %q", got)
 	}

@@ -2,10 +2,13 @@ package harness_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/repo"
 )
 
 // TestGolden replays every case of testdata/golden through Run on each
@@ -29,5 +32,34 @@ func TestGolden(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// statusSpy is an engine that records whether status was asked for a rank.
+type statusSpy struct {
+	harness.Engine
+	asked []bool
+}
+
+func (s *statusSpy) Status(ctx context.Context, ts int64, q lk.StatusRequest) (lk.StatusResult, error) {
+	s.asked = append(s.asked, !q.WithoutPosition)
+	return s.Engine.Status(ctx, ts, q)
+}
+
+// TestReplayStatusSkipsRank: the contract's status has no rank, and the
+// replay does not ask for it, so that the statuses of every waiter of a long
+// queue cost what they touch, not the queue ahead of each (section 6).
+func TestReplayStatusSkipsRank(t *testing.T) {
+	spy := &statusSpy{Engine: testutil.OpenService(t, repo.MemoryPath)}
+	ops := []any{
+		[]any{"acquire", json.Number("0"), "h", "Q", json.Number("10")},
+		[]any{"acquire", json.Number("0"), "w", "Q", json.Number("10")},
+		[]any{"status", json.Number("1"), "w"},
+	}
+	if _, err := harness.Run(context.Background(), spy, ops); err != nil {
+		t.Fatal(err)
+	}
+	if len(spy.asked) != 1 || spy.asked[0] {
+		t.Errorf("status asked for a rank: %v", spy.asked)
 	}
 }

@@ -1,6 +1,13 @@
-// Package harness runs the contract's JSON operations (SPEC.md section 1)
-// against an Engine: it decodes them, validates them in the contract's order,
-// calls the engine, and turns answers and contract errors into results.
+// Package harness runs the contract's JSON operations (docs/contract.md
+// section 1) against an Engine: it decodes each into the typed request of
+// package leasekeeper, validating in the contract's order, calls the engine,
+// and encodes the typed result, or contract error, as the contract's tuple
+// (Tuple). The tuples are the contract's test format, `leasekeeper run`'s
+// output; the HTTP API does not use them.
+//
+// It is part of leasekeeper's implementation, not meant for import by other
+// modules: its API is not stable. Programs use package leasekeeper's types and
+// package client.
 package harness
 
 import (
@@ -9,25 +16,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	lk "github.com/leasekeeper/leasekeeper"
 )
 
 // Engine is the lock service the operations drive; *service.Service is one.
-// Every method returns a contract error (lk.IsContract) as a result, anything
-// else as a failure that stops the run.
+// It takes the operations as the typed requests of package leasekeeper and
+// returns their typed results. Every method returns a contract error
+// (lk.IsContract) as a result, anything else as a failure that stops the run.
 type Engine interface {
 	Clock() (ts int64, ok bool)
 	Advance(ctx context.Context, ts int64) error
-	Acquire(ctx context.Context, ts int64, client, lock string, ttl int64, mode lk.Mode) (lk.AcquireResult, error)
-	Renew(ctx context.Context, ts int64, client, lock string, ttl int64) (lk.Lease, error)
-	Release(ctx context.Context, ts int64, client, lock string) (lk.ReleaseOutcome, error)
-	Inspect(ctx context.Context, ts int64, lock string) (lk.Inspection, error)
-	Write(ctx context.Context, ts int64, lock, key, value string, token int64) error
-	Read(ctx context.Context, ts int64, lock, key string) (string, bool, error)
-	Status(ctx context.Context, ts int64, client string) (lk.ClientStatus, error)
+	Acquire(ctx context.Context, ts int64, req lk.AcquireRequest) (lk.AcquireResult, error)
+	Renew(ctx context.Context, ts int64, req lk.RenewRequest) (lk.RenewResult, error)
+	Release(ctx context.Context, ts int64, req lk.ReleaseRequest) (lk.ReleaseResult, error)
+	Inspect(ctx context.Context, ts int64, req lk.InspectRequest) (lk.InspectResult, error)
+	Write(ctx context.Context, ts int64, req lk.WriteRequest) (lk.WriteResult, error)
+	Read(ctx context.Context, ts int64, req lk.ReadRequest) (lk.ReadResult, error)
+	Status(ctx context.Context, ts int64, req lk.StatusRequest) (lk.StatusResult, error)
 }
 
 // ErrNotArray is returned by Decode for input that is neither a JSON array of
@@ -91,7 +98,7 @@ func kindOf(v any) string {
 }
 
 // Run executes ops in order against e and returns one result per operation:
-// JSON-ready values as SPEC.md section 1 shows them. It stops early only when
+// JSON-ready values as docs/contract.md section 1 shows them. It stops early only when
 // the engine fails (not for contract errors, which are results).
 func Run(ctx context.Context, e Engine, ops []any) ([]any, error) {
 	if b, ok := e.(batcher); ok {
@@ -175,11 +182,7 @@ type runner struct {
 func Integer(v any) (int64, bool) {
 	switch n := v.(type) {
 	case json.Number:
-		if strings.ContainsAny(string(n), ".eE") {
-			return 0, false
-		}
-		i, err := strconv.ParseInt(string(n), 10, 64)
-		return i, err == nil
+		return lk.Integer(n)
 	case int64:
 		return n, true
 	}
@@ -230,82 +233,96 @@ func (r *runner) step(op any) (any, error) {
 	if len(arr) < bounds[0] || len(arr) > bounds[1] {
 		return r.invalid(ts)
 	}
-	a := arr[2:]
+	if opName == "repeat" {
+		return r.repeat(ts, arr[2:])
+	}
+	req, ok := decodeRequest(opName, arr[2:])
+	if !ok {
+		return r.invalid(ts)
+	}
+	if err := req.Validate(); err != nil {
+		// Every check of rule 7 comes before the ttl's range (rule 8):
+		// Validate keeps that order. Time still advances (rule 5).
+		if aerr := r.e.Advance(r.ctx, ts); aerr != nil {
+			return nil, aerr
+		}
+		return nil, err
+	}
+	res, err := r.do(ts, req)
+	if err != nil {
+		return nil, err
+	}
+	return Tuple(res), nil
+}
+
+// request is an operation of package leasekeeper (lk.AcquireRequest, ...).
+type request interface{ Validate() error }
+
+// decodeRequest reads the arguments of an operation (those after its ts)
+// into its typed request: the type checks of rule 7. ok is false when one of
+// them fails. The arity was checked.
+func decodeRequest(opName string, a []any) (req request, ok bool) {
 	switch opName {
 	case "acquire":
 		client, ok1 := name(a[0])
 		lock, ok2 := name(a[1])
 		ttl, ok3 := Integer(a[2])
 		mode := lk.Exclusive
-		ok4 := true
 		if len(a) == 4 {
 			s, _ := a[3].(string)
 			mode = lk.Mode(s)
-			ok4 = mode.Valid()
 		}
-		if !(ok1 && ok2 && ok3 && ok4) {
-			return r.invalid(ts)
-		}
-		res, err := r.e.Acquire(r.ctx, ts, client, lock, ttl, mode)
-		return acquireResult(res), err
+		return lk.AcquireRequest{Client: client, Lock: lock, TTL: ttl, Mode: mode}, ok1 && ok2 && ok3
 	case "renew":
 		client, ok1 := name(a[0])
 		lock, ok2 := name(a[1])
 		ttl, ok3 := Integer(a[2])
-		if !(ok1 && ok2 && ok3) {
-			return r.invalid(ts)
-		}
-		l, err := r.e.Renew(r.ctx, ts, client, lock, ttl)
-		return []any{"renewed", l.Token, l.ExpiresAt}, err
+		return lk.RenewRequest{Client: client, Lock: lock, TTL: ttl}, ok1 && ok2 && ok3
 	case "release":
 		client, ok1 := name(a[0])
 		lock, ok2 := name(a[1])
-		if !(ok1 && ok2) {
-			return r.invalid(ts)
-		}
-		out, err := r.e.Release(r.ctx, ts, client, lock)
-		if out == lk.Withdrawn {
-			return "withdrawn", err
-		}
-		return "released", err
+		return lk.ReleaseRequest{Client: client, Lock: lock}, ok1 && ok2
 	case "inspect":
 		lock, ok := name(a[0])
-		if !ok {
-			return r.invalid(ts)
-		}
-		in, err := r.e.Inspect(r.ctx, ts, lock)
-		return inspectResult(in), err
+		return lk.InspectRequest{Lock: lock}, ok
 	case "write":
 		lock, ok1 := name(a[0])
 		key, ok2 := name(a[1])
 		value, ok3 := name(a[2])
 		token, ok4 := Integer(a[3])
-		if !(ok1 && ok2 && ok3 && ok4 && token >= 1) {
-			return r.invalid(ts)
-		}
-		return "ok", r.e.Write(r.ctx, ts, lock, key, value, token)
+		return lk.WriteRequest{Lock: lock, Key: key, Value: value, Token: token}, ok1 && ok2 && ok3 && ok4
 	case "read":
 		lock, ok1 := name(a[0])
 		key, ok2 := name(a[1])
-		if !(ok1 && ok2) {
-			return r.invalid(ts)
-		}
-		v, found, err := r.e.Read(r.ctx, ts, lock, key)
-		if !found {
-			return nil, err
-		}
-		return v, err
+		return lk.ReadRequest{Lock: lock, Key: key}, ok1 && ok2
 	case "status":
 		client, ok := name(a[0])
-		if !ok {
-			return r.invalid(ts)
-		}
-		st, err := r.e.Status(r.ctx, ts, client)
-		return statusResult(st), err
-	case "repeat":
-		return r.repeat(ts, a)
+		// The contract's status has no rank: not counting it keeps a
+		// queue's statuses linear (section 6).
+		return lk.StatusRequest{Client: client, WithoutPosition: true}, ok
 	}
 	panic("unreachable: operation " + opName + " has an arity but no case")
+}
+
+// do runs a valid request on the engine and returns its typed result.
+func (r *runner) do(ts int64, req request) (any, error) {
+	switch q := req.(type) {
+	case lk.AcquireRequest:
+		return r.e.Acquire(r.ctx, ts, q)
+	case lk.RenewRequest:
+		return r.e.Renew(r.ctx, ts, q)
+	case lk.ReleaseRequest:
+		return r.e.Release(r.ctx, ts, q)
+	case lk.InspectRequest:
+		return r.e.Inspect(r.ctx, ts, q)
+	case lk.WriteRequest:
+		return r.e.Write(r.ctx, ts, q)
+	case lk.ReadRequest:
+		return r.e.Read(r.ctx, ts, q)
+	case lk.StatusRequest:
+		return r.e.Status(r.ctx, ts, q)
+	}
+	panic(fmt.Sprintf("unreachable: request %T", req))
 }
 
 // invalid answers a validation failure found after ts was accepted: time still

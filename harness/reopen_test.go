@@ -39,33 +39,33 @@ func (r *reopening) Advance(ctx context.Context, ts int64) error {
 	defer r.cycle()
 	return r.svc.Advance(ctx, ts)
 }
-func (r *reopening) Acquire(ctx context.Context, ts int64, c, l string, ttl int64, m lk.Mode) (lk.AcquireResult, error) {
+func (r *reopening) Acquire(ctx context.Context, ts int64, q lk.AcquireRequest) (lk.AcquireResult, error) {
 	defer r.cycle()
-	return r.svc.Acquire(ctx, ts, c, l, ttl, m)
+	return r.svc.Acquire(ctx, ts, q)
 }
-func (r *reopening) Renew(ctx context.Context, ts int64, c, l string, ttl int64) (lk.Lease, error) {
+func (r *reopening) Renew(ctx context.Context, ts int64, q lk.RenewRequest) (lk.RenewResult, error) {
 	defer r.cycle()
-	return r.svc.Renew(ctx, ts, c, l, ttl)
+	return r.svc.Renew(ctx, ts, q)
 }
-func (r *reopening) Release(ctx context.Context, ts int64, c, l string) (lk.ReleaseOutcome, error) {
+func (r *reopening) Release(ctx context.Context, ts int64, q lk.ReleaseRequest) (lk.ReleaseResult, error) {
 	defer r.cycle()
-	return r.svc.Release(ctx, ts, c, l)
+	return r.svc.Release(ctx, ts, q)
 }
-func (r *reopening) Inspect(ctx context.Context, ts int64, l string) (lk.Inspection, error) {
+func (r *reopening) Inspect(ctx context.Context, ts int64, q lk.InspectRequest) (lk.InspectResult, error) {
 	defer r.cycle()
-	return r.svc.Inspect(ctx, ts, l)
+	return r.svc.Inspect(ctx, ts, q)
 }
-func (r *reopening) Write(ctx context.Context, ts int64, l, k, v string, token int64) error {
+func (r *reopening) Write(ctx context.Context, ts int64, q lk.WriteRequest) (lk.WriteResult, error) {
 	defer r.cycle()
-	return r.svc.Write(ctx, ts, l, k, v, token)
+	return r.svc.Write(ctx, ts, q)
 }
-func (r *reopening) Read(ctx context.Context, ts int64, l, k string) (string, bool, error) {
+func (r *reopening) Read(ctx context.Context, ts int64, q lk.ReadRequest) (lk.ReadResult, error) {
 	defer r.cycle()
-	return r.svc.Read(ctx, ts, l, k)
+	return r.svc.Read(ctx, ts, q)
 }
-func (r *reopening) Status(ctx context.Context, ts int64, c string) (lk.ClientStatus, error) {
+func (r *reopening) Status(ctx context.Context, ts int64, q lk.StatusRequest) (lk.StatusResult, error) {
 	defer r.cycle()
-	return r.svc.Status(ctx, ts, c)
+	return r.svc.Status(ctx, ts, q)
 }
 
 // engineCalls counts the operations ops runs, each repeat's runs included.

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// MaxRepeat is the largest count a repeat accepts (SPEC.md section 5).
+// MaxRepeat is the largest count a repeat accepts (docs/contract.md section 5).
 const MaxRepeat = 100000
 
 // repeat runs a template count times, run i at ts + i*step, and tallies the
@@ -86,7 +86,7 @@ func (r *runner) repeat(ts int64, a []any) (any, error) {
 		counts[key]++
 	}
 	// A run whose result is the string "aborted" (a read) and the victims
-	// share the key: the counts add up (docs/contract-notes.md).
+	// share the key: the counts add up (docs/contract.md).
 	counts["aborted"] += aborted
 	for k, n := range counts {
 		if n > 0 {
@@ -97,7 +97,7 @@ func (r *runner) repeat(ts int64, a []any) (any, error) {
 }
 
 // lastRunFits reports whether ts + (count-1)*step fits in an int64, as the
-// last run's ts must (docs/contract-notes.md). count >= 1 and step >= 0.
+// last run's ts must (docs/contract.md). count >= 1 and step >= 0.
 func lastRunFits(ts, count, step int64) bool {
 	hi, span := bits.Mul64(uint64(count-1), uint64(step))
 	if hi != 0 || span > math.MaxInt64 {

@@ -34,26 +34,26 @@ func (a *alternating) Clock() (int64, bool) { return a.pick().Clock() }
 func (a *alternating) Advance(ctx context.Context, ts int64) error {
 	return a.pick().Advance(ctx, ts)
 }
-func (a *alternating) Acquire(ctx context.Context, ts int64, c, l string, ttl int64, m lk.Mode) (lk.AcquireResult, error) {
-	return a.pick().Acquire(ctx, ts, c, l, ttl, m)
+func (a *alternating) Acquire(ctx context.Context, ts int64, q lk.AcquireRequest) (lk.AcquireResult, error) {
+	return a.pick().Acquire(ctx, ts, q)
 }
-func (a *alternating) Renew(ctx context.Context, ts int64, c, l string, ttl int64) (lk.Lease, error) {
-	return a.pick().Renew(ctx, ts, c, l, ttl)
+func (a *alternating) Renew(ctx context.Context, ts int64, q lk.RenewRequest) (lk.RenewResult, error) {
+	return a.pick().Renew(ctx, ts, q)
 }
-func (a *alternating) Release(ctx context.Context, ts int64, c, l string) (lk.ReleaseOutcome, error) {
-	return a.pick().Release(ctx, ts, c, l)
+func (a *alternating) Release(ctx context.Context, ts int64, q lk.ReleaseRequest) (lk.ReleaseResult, error) {
+	return a.pick().Release(ctx, ts, q)
 }
-func (a *alternating) Inspect(ctx context.Context, ts int64, l string) (lk.Inspection, error) {
-	return a.pick().Inspect(ctx, ts, l)
+func (a *alternating) Inspect(ctx context.Context, ts int64, q lk.InspectRequest) (lk.InspectResult, error) {
+	return a.pick().Inspect(ctx, ts, q)
 }
-func (a *alternating) Write(ctx context.Context, ts int64, l, k, v string, token int64) error {
-	return a.pick().Write(ctx, ts, l, k, v, token)
+func (a *alternating) Write(ctx context.Context, ts int64, q lk.WriteRequest) (lk.WriteResult, error) {
+	return a.pick().Write(ctx, ts, q)
 }
-func (a *alternating) Read(ctx context.Context, ts int64, l, k string) (string, bool, error) {
-	return a.pick().Read(ctx, ts, l, k)
+func (a *alternating) Read(ctx context.Context, ts int64, q lk.ReadRequest) (lk.ReadResult, error) {
+	return a.pick().Read(ctx, ts, q)
 }
-func (a *alternating) Status(ctx context.Context, ts int64, c string) (lk.ClientStatus, error) {
-	return a.pick().Status(ctx, ts, c)
+func (a *alternating) Status(ctx context.Context, ts int64, q lk.StatusRequest) (lk.StatusResult, error) {
+	return a.pick().Status(ctx, ts, q)
 }
 
 // TestDifferentialTwoServices is TestDifferential on PostgreSQL with every

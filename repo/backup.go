@@ -28,11 +28,19 @@ func Backup(ctx context.Context, src, dst string) error {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer db.Close()
+	versionSQL, err := qBackupVersion.textIn(sqliteDialect{})
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	intoSQL, err := qBackupInto.textIn(sqliteDialect{})
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
 	var version int64
-	if err := db.GetContext(ctx, &version, `SELECT max(version_id) FROM goose_db_version`); err != nil {
+	if err := db.GetContext(ctx, &version, versionSQL); err != nil {
 		return fmt.Errorf("backup: %s is not a leasekeeper database: %w", src, err)
 	}
-	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dst); err != nil {
+	if _, err := db.ExecContext(ctx, intoSQL, dst); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	return nil

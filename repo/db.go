@@ -2,6 +2,14 @@
 // function takes the transaction handle *Tx and, when it needs time, "now" as an
 // argument; none reads a clock. The rules that decide which function to call
 // live in package service.
+//
+// Every statement is declared once, at package level, in a registry
+// (statements.go), and Tx runs only registered statements. Most are written
+// once for SQLite and PostgreSQL; the few that differ are the dialect's
+// (dialect.go), which Open picks once.
+//
+// It is part of leasekeeper's implementation, not meant for import by other
+// modules: its API is not stable.
 package repo
 
 import (
@@ -39,6 +47,7 @@ type DB struct {
 	db      *sqlx.DB
 	conn    *sqlx.Conn
 	dialect dialect
+	texts   []string        // every registered statement's text for dialect, by statement
 	pgcfg   *pgx.ConnConfig // PostgreSQL only: for Listen's own connection
 	// channel is the notification channel of this database's servers.
 	// Channels are per database, not per schema: the name is the schema's,
@@ -52,16 +61,18 @@ type DB struct {
 	// replace: the connection works but is the wrong one (it reached a
 	// standby): the next Begin takes another whatever a ping says.
 	replace bool
-	stmts   map[string]*sqlx.Stmt
-	stats   map[string]*StatementStats // nil unless CollectStats was called
+	stmts   []*sqlx.Stmt                  // by statement; nil until first run
+	stats   map[statement]*StatementStats // nil unless CollectStats was called
 }
 
-type dialect int
-
-const (
-	sqliteDialect dialect = iota
-	postgresDialect
-)
+// newDB makes the DB of the connection conn of sdb, a database of dialect d.
+func newDB(sdb *sqlx.DB, conn *sqlx.Conn, d dialect) (*DB, error) {
+	texts, err := render(d)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{db: sdb, conn: conn, dialect: d, texts: texts, stmts: make([]*sqlx.Stmt, len(texts))}, nil
+}
 
 // IsPostgres reports whether Open takes dsn for a PostgreSQL database: a
 // postgres:// or postgresql:// URL. Anything else names a SQLite file.
@@ -69,11 +80,11 @@ func IsPostgres(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
-// Shared reports whether other processes may use the database at the same
+// HasPeers reports whether other servers may use the database at the same
 // time (PostgreSQL). Then nothing read in an earlier transaction can be
 // trusted in a later one: a transaction starts with Lock, and a service
 // keeps no state between transactions.
-func (d *DB) Shared() bool { return d.dialect == postgresDialect }
+func (d *DB) HasPeers() bool { return d.postgres() }
 
 // StatementStats is how often one statement ran and how long it took in all.
 type StatementStats struct {
@@ -84,7 +95,7 @@ type StatementStats struct {
 
 // CollectStats starts counting every statement's executions and time, for
 // finding where an operation's time goes (leasekeeper run --stmt-stats).
-func (d *DB) CollectStats() { d.stats = map[string]*StatementStats{} }
+func (d *DB) CollectStats() { d.stats = map[statement]*StatementStats{} }
 
 // Stats returns the statements counted since CollectStats, most time first.
 func (d *DB) Stats() []StatementStats {
@@ -96,12 +107,12 @@ func (d *DB) Stats() []StatementStats {
 	return out
 }
 
-// track adds one execution of query that began at start.
-func (d *DB) track(query string, start time.Time) {
-	st := d.stats[query]
+// track adds one execution of s that began at start.
+func (d *DB) track(s statement, start time.Time) {
+	st := d.stats[s]
 	if st == nil {
-		st = &StatementStats{Query: strings.Join(strings.Fields(query), " ")}
-		d.stats[query] = st
+		st = &StatementStats{Query: strings.Join(strings.Fields(d.texts[s]), " ")}
+		d.stats[s] = st
 	}
 	st.Count++
 	st.Total += time.Since(start)
@@ -146,11 +157,15 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	conn, err := sdb.Connx(ctx)
-	if err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+	if err == nil {
+		var d *DB
+		if d, err = newDB(sdb, conn, sqliteDialect{}); err == nil {
+			return d, nil
+		}
+		conn.Close()
 	}
-	return &DB{db: sdb, conn: conn, stmts: map[string]*sqlx.Stmt{}}, nil
+	sdb.Close()
+	return nil, fmt.Errorf("open %s: %w", path, err)
 }
 
 // escapePath keeps a file name with '?' or '#' from being read as URI syntax.
@@ -167,11 +182,20 @@ func migrate(ctx context.Context, p *goose.Provider) error {
 
 // Close releases the prepared statements and closes the database.
 func (d *DB) Close() error {
-	for _, s := range d.stmts {
-		s.Close()
-	}
+	d.closeStmts()
 	d.conn.Close()
 	return d.db.Close()
+}
+
+// closeStmts releases the prepared statements; each is prepared again when
+// next run.
+func (d *DB) closeStmts() {
+	for i, s := range d.stmts {
+		if s != nil {
+			s.Close()
+			d.stmts[i] = nil
+		}
+	}
 }
 
 // Tx is an open transaction on a DB: the handle every repo function takes.
@@ -180,46 +204,51 @@ type Tx struct {
 	ctx context.Context
 }
 
-// Begin starts a write transaction. IMMEDIATE takes SQLite's write lock at
-// once, so a transaction never fails half-way for want of it. On PostgreSQL
-// the caller takes the equivalent lock with Lock.
+// Begin starts a write transaction. On SQLite it takes the write lock at
+// once (BEGIN IMMEDIATE), so a transaction never fails half-way for want of
+// it. On PostgreSQL the caller takes the equivalent lock with Lock, and a
+// connection lost meanwhile is replaced first.
 func (d *DB) Begin(ctx context.Context) (*Tx, error) {
 	tx := &Tx{d: d, ctx: ctx}
-	begin := "BEGIN IMMEDIATE"
-	if d.dialect == postgresDialect {
-		begin = "BEGIN"
-		if err := d.recover(ctx); err != nil {
-			return nil, err
-		}
+	if err := d.recover(ctx); err != nil {
+		return nil, err
 	}
-	if _, err := tx.exec(begin); err != nil {
+	if _, err := tx.exec(qBegin); err != nil {
 		return nil, err
 	}
 	return tx, nil
 }
 
+var (
+	qCommit              = shared("Commit", `COMMIT`)
+	qSavepoint           = shared("Savepoint", `SAVEPOINT op`)
+	qReleaseSavepoint    = shared("ReleaseSavepoint", `RELEASE op`)
+	qRollbackToSavepoint = shared("RollbackToSavepoint", `ROLLBACK TO op`)
+	qRollback            = shared("Rollback", `ROLLBACK`)
+)
+
 // Commit makes the transaction's changes durable (as the synchronous setting allows).
 func (tx *Tx) Commit() error {
-	_, err := tx.exec("COMMIT")
+	_, err := tx.exec(qCommit)
 	return err
 }
 
 // Savepoint opens a nested unit inside the transaction (group commit runs
 // each operation in one).
 func (tx *Tx) Savepoint() error {
-	_, err := tx.exec("SAVEPOINT op")
+	_, err := tx.exec(qSavepoint)
 	return err
 }
 
 // ReleaseSavepoint keeps the savepoint's changes as part of the transaction.
 func (tx *Tx) ReleaseSavepoint() error {
-	_, err := tx.exec("RELEASE op")
+	_, err := tx.exec(qReleaseSavepoint)
 	return err
 }
 
 // RollbackToSavepoint undoes the savepoint's changes and closes it.
 func (tx *Tx) RollbackToSavepoint() error {
-	if _, err := tx.exec("ROLLBACK TO op"); err != nil {
+	if _, err := tx.exec(qRollbackToSavepoint); err != nil {
 		return err
 	}
 	return tx.ReleaseSavepoint()
@@ -227,36 +256,39 @@ func (tx *Tx) RollbackToSavepoint() error {
 
 // Rollback undoes the transaction.
 func (tx *Tx) Rollback() error {
-	_, err := tx.exec("ROLLBACK")
+	_, err := tx.exec(qRollback)
 	return err
 }
 
-// stmt returns the statement for query, prepared once per DB.
-func (tx *Tx) stmt(query string) (*sqlx.Stmt, error) {
-	if s, ok := tx.d.stmts[query]; ok {
-		return s, nil
+// has reports whether the database's dialect has statement s.
+func (tx *Tx) has(s statement) bool { return tx.d.texts[s] != "" }
+
+// prepared returns statement s, prepared once per connection.
+func (tx *Tx) prepared(s statement) (*sqlx.Stmt, error) {
+	if p := tx.d.stmts[s]; p != nil {
+		return p, nil
 	}
-	q := query
-	if tx.d.dialect == postgresDialect {
-		q = strings.ReplaceAll(dollarParams(query), "COLLATE BINARY", `COLLATE "C"`)
+	q := tx.d.texts[s]
+	if q == "" {
+		return nil, fmt.Errorf("statement %s: %s has none", s, tx.d.dialect)
 	}
 	// Prepared with the transaction's context: a statement outlives it, and
 	// a context kept from Open would be cancelled long before the database.
-	s, err := tx.d.conn.PreparexContext(tx.ctx, q)
+	p, err := tx.d.conn.PreparexContext(tx.ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("prepare %q: %w", query, tx.d.failed(err))
+		return nil, fmt.Errorf("prepare %s %q: %w", s, q, tx.d.failed(err))
 	}
-	tx.d.stmts[query] = s
-	return s, nil
+	tx.d.stmts[s] = p
+	return p, nil
 }
 
-func (tx *Tx) exec(query string, args ...any) (sql.Result, error) {
-	s, err := tx.stmt(query)
+func (tx *Tx) exec(q statement, args ...any) (sql.Result, error) {
+	s, err := tx.prepared(q)
 	if err != nil {
 		return nil, err
 	}
 	if tx.d.stats != nil {
-		defer tx.d.track(query, time.Now())
+		defer tx.d.track(q, time.Now())
 	}
 	res, err := s.ExecContext(tx.ctx, tx.encode(args)...)
 	return res, tx.d.failed(err)
@@ -265,13 +297,13 @@ func (tx *Tx) exec(query string, args ...any) (sql.Result, error) {
 // row runs a query expected to return at most one row and scans it into dest.
 // It reports found=false, not an error, when there is no row: sql.ErrNoRows is
 // mapped here and nowhere else.
-func (tx *Tx) row(query string, args []any, dest ...any) (bool, error) {
-	s, err := tx.stmt(query)
+func (tx *Tx) row(q statement, args []any, dest ...any) (bool, error) {
+	s, err := tx.prepared(q)
 	if err != nil {
 		return false, err
 	}
 	if tx.d.stats != nil {
-		defer tx.d.track(query, time.Now())
+		defer tx.d.track(q, time.Now())
 	}
 	err = s.QueryRowContext(tx.ctx, tx.encode(args)...).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -282,19 +314,19 @@ func (tx *Tx) row(query string, args []any, dest ...any) (bool, error) {
 }
 
 // rowInt is row for a single integer column.
-func (tx *Tx) rowInt(query string, args ...any) (v int64, found bool, err error) {
-	found, err = tx.row(query, args, &v)
+func (tx *Tx) rowInt(q statement, args ...any) (v int64, found bool, err error) {
+	found, err = tx.row(q, args, &v)
 	return v, found, err
 }
 
-// each runs query and calls fn once per row with a function that scans it.
-func (tx *Tx) each(query string, args []any, fn func(scan func(...any) error) error) error {
-	s, err := tx.stmt(query)
+// each runs q and calls fn once per row with a function that scans it.
+func (tx *Tx) each(q statement, args []any, fn func(scan func(...any) error) error) error {
+	s, err := tx.prepared(q)
 	if err != nil {
 		return err
 	}
 	if tx.d.stats != nil {
-		defer tx.d.track(query, time.Now())
+		defer tx.d.track(q, time.Now())
 	}
 	rows, err := s.QueryContext(tx.ctx, tx.encode(args)...)
 	if err != nil {
@@ -314,14 +346,14 @@ func (tx *Tx) each(query string, args []any, fn func(scan func(...any) error) er
 	return tx.d.failed(rows.Err())
 }
 
-// selectAll runs query and scans every row into the slice dest points to.
-func (tx *Tx) selectAll(dest any, query string, args ...any) error {
-	s, err := tx.stmt(query)
+// selectAll runs q and scans every row into the slice dest points to.
+func (tx *Tx) selectAll(dest any, q statement, args ...any) error {
+	s, err := tx.prepared(q)
 	if err != nil {
 		return err
 	}
 	if tx.d.stats != nil {
-		defer tx.d.track(query, time.Now())
+		defer tx.d.track(q, time.Now())
 	}
 	err = s.SelectContext(tx.ctx, dest, tx.encode(args)...)
 	tx.decode(dest)
@@ -329,8 +361,8 @@ func (tx *Tx) selectAll(dest any, query string, args ...any) error {
 }
 
 // affected runs a statement and reports how many rows it changed.
-func (tx *Tx) affected(query string, args ...any) (int64, error) {
-	res, err := tx.exec(query, args...)
+func (tx *Tx) affected(q statement, args ...any) (int64, error) {
+	res, err := tx.exec(q, args...)
 	if err != nil {
 		return 0, err
 	}

@@ -15,7 +15,7 @@ import (
 // because notifications sent while it was not are lost for good and the
 // caller must catch up by reading the state. PostgreSQL only.
 func (d *DB) Listen(ctx context.Context, ready func(), fn func(payload string)) error {
-	if d.dialect != postgresDialect {
+	if !d.postgres() {
 		return errors.New("listen: only a PostgreSQL database has notifications")
 	}
 	backoff := 50 * time.Millisecond
@@ -44,7 +44,7 @@ func (d *DB) listenOnce(ctx context.Context, ready func(), fn func(string)) erro
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, d.dialect.listen(d.channel)); err != nil {
 		return err
 	}
 	ready()
@@ -64,13 +64,16 @@ func (d *DB) listenOnce(ctx context.Context, ready func(), fn func(string)) erro
 		// looks just like a quiet one. Notifications arriving meanwhile
 		// are kept for the next wait.
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = conn.Exec(pctx, "SELECT 1")
+		_, err = conn.Exec(pctx, d.texts[qPing])
 		cancel()
 		if err != nil {
 			return err
 		}
 	}
 }
+
+// qPing checks that a connection is alive.
+var qPing = shared("Ping", `SELECT 1`)
 
 // listenIdle is how long the listener waits for a notification before it
 // checks its connection.

@@ -6,17 +6,16 @@ package repo
 // plain UPDATEs cost a quarter of UPDATE ... RETURNING here.
 
 // LockGrant records a grant on the spot: the lock's counter moves on to
-// l.Token (created at 1 for a new lock, L5) and l becomes a lease. On
-// PostgreSQL the two writes go as one statement, a round trip less.
-func LockGrant(tx *Tx, l Lease, newLock bool) error {
-	if tx.d.dialect == postgresDialect {
-		counter := `UPDATE locks SET last_token = last_token + 1 WHERE name = ?1`
-		if newLock {
-			counter = `INSERT INTO locks (name, last_token) VALUES (?1, 1)`
-		}
-		_, err := tx.exec(`WITH counter AS (`+counter+`)
-			INSERT INTO leases (lock, client, mode, token, granted_at, expires_at)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6)`, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt)
+// l.Token (created at 1 for a new lock, L5) and l becomes a lease. Where the
+// dialect can (PostgreSQL), the two writes go as one statement, a round trip
+// less.
+func LockGrant(tx *Tx, l LeaseRow, newLock bool) error {
+	grant := qLockGrantTakeToken
+	if newLock {
+		grant = qLockGrantNewLock
+	}
+	if tx.has(grant) {
+		_, err := tx.exec(grant, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt)
 		return err
 	}
 	var err error
@@ -31,28 +30,36 @@ func LockGrant(tx *Tx, l Lease, newLock bool) error {
 	return LeaseInsert(tx, l)
 }
 
+var qLockCreate = shared("LockCreate", `INSERT INTO locks (name, last_token) VALUES (?, 1)`)
+
 // LockCreate inserts a lock whose first grant is happening now: its counter
 // starts at token 1 (L5).
 func LockCreate(tx *Tx, lock string) error {
-	_, err := tx.exec(`INSERT INTO locks (name, last_token) VALUES (?, 1)`, lock)
+	_, err := tx.exec(qLockCreate, lock)
 	return err
 }
+
+var qLockTakeToken = shared("LockTakeToken", `UPDATE locks SET last_token = last_token + 1 WHERE name = ?`)
 
 // LockTakeToken advances the lock's fencing counter by one (L5).
 func LockTakeToken(tx *Tx, lock string) error {
-	_, err := tx.exec(`UPDATE locks SET last_token = last_token + 1 WHERE name = ?`, lock)
+	_, err := tx.exec(qLockTakeToken, lock)
 	return err
 }
+
+var qLockEnqueue = shared("LockEnqueue", `UPDATE locks SET queue_length = queue_length + 1, last_position = last_position + 1
+		WHERE name = ?`)
 
 // LockEnqueue counts a new waiter and hands out the next position.
 func LockEnqueue(tx *Tx, lock string) error {
-	_, err := tx.exec(`UPDATE locks SET queue_length = queue_length + 1, last_position = last_position + 1
-		WHERE name = ?`, lock)
+	_, err := tx.exec(qLockEnqueue, lock)
 	return err
 }
 
+var qLockDequeue = shared("LockDequeue", `UPDATE locks SET queue_length = queue_length - 1 WHERE name = ?`)
+
 // LockDequeue records that a waiter left the lock's queue without a grant.
 func LockDequeue(tx *Tx, lock string) error {
-	_, err := tx.exec(`UPDATE locks SET queue_length = queue_length - 1 WHERE name = ?`, lock)
+	_, err := tx.exec(qLockDequeue, lock)
 	return err
 }

@@ -1,8 +1,8 @@
 package repo
 
-// What only PostgreSQL needs: opening a shared database, telling a lost
-// connection from a bug and replacing it, the dialect's parameters, and the
-// escape of the bytes its text cannot hold.
+// What only PostgreSQL needs besides its SQL (dialect_postgres.go): opening
+// a database with peers, telling a lost connection from a bug and replacing it,
+// and the escape of the bytes its text cannot hold.
 
 import (
 	"context"
@@ -77,14 +77,18 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	d, err := newDB(sdb, conn, postgresDialect{})
 	var schema string
-	if err := conn.GetContext(ctx, &schema, `SELECT current_schema()`); err != nil {
+	if err == nil {
+		err = conn.GetContext(ctx, &schema, d.texts[qCurrentSchema])
+	}
+	if err != nil {
 		conn.Close()
 		sdb.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	return &DB{db: sdb, conn: conn, dialect: postgresDialect, pgcfg: cfg, stmts: map[string]*sqlx.Stmt{},
-		channel: notifyChannel(schema)}, nil
+	d.pgcfg, d.channel = cfg, notifyChannel(schema)
+	return d, nil
 }
 
 // notifyChannel names the channel for schema: "leasekeeper." and the
@@ -114,10 +118,7 @@ func (d *DB) recover(ctx context.Context) error {
 			return nil
 		}
 	}
-	for _, s := range d.stmts {
-		s.Close()
-	}
-	d.stmts = map[string]*sqlx.Stmt{}
+	d.closeStmts()
 	// Closing a Conn only hands it back to the pool; a Raw that answers
 	// ErrBadConn makes database/sql close it for good.
 	d.conn.Raw(func(any) error { return driver.ErrBadConn })
@@ -136,7 +137,7 @@ func (d *DB) recover(ctx context.Context) error {
 // on PostgreSQL an error of the connection, of a failover or of a timeout
 // comes back wrapped in lk.ErrUnavailable.
 func (d *DB) failed(err error) error {
-	if err == nil || d.dialect != postgresDialect || errors.Is(err, sql.ErrNoRows) {
+	if err == nil || !d.postgres() || errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
 	d.suspect = true
@@ -172,34 +173,6 @@ func lostConnection(err error) bool {
 		strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "conn busy")
 }
 
-// dollarParams rewrites the SQLite parameters of query for PostgreSQL: ?N
-// becomes $N and a bare ? the next number. The queries here hold no string
-// literal with a '?' in it, so no quoting is tracked.
-func dollarParams(query string) string {
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(query); i++ {
-		c := query[i]
-		if c != '?' {
-			b.WriteByte(c)
-			continue
-		}
-		j := i + 1
-		for j < len(query) && query[j] >= '0' && query[j] <= '9' {
-			j++
-		}
-		b.WriteByte('$')
-		if j > i+1 {
-			b.WriteString(query[i+1 : j])
-		} else {
-			n++
-			fmt.Fprint(&b, n)
-		}
-		i = j - 1
-	}
-	return b.String()
-}
-
 // PostgreSQL's text cannot hold the byte 0, which the contract allows in
 // names, keys and values. On PostgreSQL every string goes in escaped, 0 as
 // 1 1 and 1 as 1 2, and comes out unescaped. The escape keeps the byte-wise
@@ -208,7 +181,7 @@ func dollarParams(query string) string {
 // another. Other strings, all but the oddest, are stored as they are.
 
 func (tx *Tx) encode(args []any) []any {
-	if tx.d.dialect != postgresDialect {
+	if !tx.d.postgres() {
 		return args
 	}
 	var out []any
@@ -229,7 +202,7 @@ func (tx *Tx) encode(args []any) []any {
 // decode unescapes every string that dests (pointers, to strings, structs
 // or slices of structs, as Scan and Select fill them) hold.
 func (tx *Tx) decode(dests ...any) {
-	if tx.d.dialect != postgresDialect {
+	if !tx.d.postgres() {
 		return
 	}
 	for _, d := range dests {

@@ -16,11 +16,13 @@ type QueueEntry struct {
 	QueuedAt int64   `db:"queued_at"`
 }
 
+var qQueueAppend = shared("QueueAppend", `INSERT INTO queue_entries (lock, position, client, mode, ttl, queued_at)
+		VALUES (?, ?, ?, ?, ?, ?)`)
+
 // QueueAppend stores a waiter; its position must be the lock's last_position
 // after LockEnqueue.
 func QueueAppend(tx *Tx, e QueueEntry) error {
-	_, err := tx.exec(`INSERT INTO queue_entries (lock, position, client, mode, ttl, queued_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, e.Lock, e.Position, e.Client, e.Mode, e.TTL, e.QueuedAt)
+	_, err := tx.exec(qQueueAppend, e.Lock, e.Position, e.Client, e.Mode, e.TTL, e.QueuedAt)
 	return err
 }
 
@@ -31,6 +33,11 @@ type QueueHead struct {
 	Staying   lk.Mode // mode of the lock's holders whose leases end after QueuePage's `outlasting`; "" if none
 }
 
+var qQueuePage = shared("QueuePage", `SELECT q.position, q.client, q.mode, q.ttl, q.queued_at, k.last_token,
+		       (SELECT mode FROM leases WHERE lock = ?1 AND expires_at > ?4 LIMIT 1)
+		  FROM queue_entries q JOIN locks k ON k.name = q.lock
+		 WHERE q.lock = ?1 AND q.position > ?2 ORDER BY q.position LIMIT ?3`)
+
 // QueuePage returns up to limit of lock's waiters after position `from`,
 // oldest first: the queue read from its head, as S3 consumes it. Each row
 // also carries the lock's counter and the mode of its holders whose leases
@@ -39,10 +46,7 @@ type QueueHead struct {
 func QueuePage(tx *Tx, lock string, from int64, limit int, outlasting int64) ([]QueueHead, error) {
 	var page []QueueHead
 	// Scanned by hand: this runs on every release, and most pages hold one row.
-	err := tx.each(`SELECT q.position, q.client, q.mode, q.ttl, q.queued_at, k.last_token,
-		       (SELECT mode FROM leases WHERE lock = ?1 AND expires_at > ?4 LIMIT 1)
-		  FROM queue_entries q JOIN locks k ON k.name = q.lock
-		 WHERE q.lock = ?1 AND q.position > ?2 ORDER BY q.position LIMIT ?3`, []any{lock, from, limit, outlasting},
+	err := tx.each(qQueuePage, []any{lock, from, limit, outlasting},
 		func(scan func(...any) error) error {
 			h := QueueHead{QueueEntry: QueueEntry{Lock: lock}}
 			var staying sql.NullString
@@ -54,30 +58,39 @@ func QueuePage(tx *Tx, lock string, from int64, limit int, outlasting int64) ([]
 	return page, err
 }
 
+var (
+	qQueueGrantThrough        = shared("QueueGrantThrough", `DELETE FROM queue_entries WHERE lock = ? AND position <= ?`)
+	qQueueGrantThroughCounter = shared("QueueGrantThrough.counter", `UPDATE locks
+		SET last_token = last_token + ?, queue_length = queue_length - ? WHERE name = ?`)
+)
+
 // QueueGrantThrough records that lock's first `granted` waiters, the entries
 // up to position `through`, became holders: they leave the queue, and the
 // lock's counter moves past their tokens.
 func QueueGrantThrough(tx *Tx, lock string, through, granted int64) error {
-	if _, err := tx.exec(`DELETE FROM queue_entries WHERE lock = ? AND position <= ?`, lock, through); err != nil {
+	if _, err := tx.exec(qQueueGrantThrough, lock, through); err != nil {
 		return err
 	}
-	_, err := tx.exec(`UPDATE locks SET last_token = last_token + ?, queue_length = queue_length - ?
-		WHERE name = ?`, granted, granted, lock)
+	_, err := tx.exec(qQueueGrantThroughCounter, granted, granted, lock)
 	return err
 }
+
+var qQueueDeleteClient = shared("QueueDeleteClient", `DELETE FROM queue_entries WHERE client = ? RETURNING position`)
 
 // QueueDeleteClient removes client's queue entry, if it has one, and returns
 // its position (0 when there was none).
 func QueueDeleteClient(tx *Tx, client string) (position int64, err error) {
-	position, _, err = tx.rowInt(`DELETE FROM queue_entries WHERE client = ? RETURNING position`, client)
+	position, _, err = tx.rowInt(qQueueDeleteClient, client)
 	return position, err
 }
+
+var qQueueRank = shared("QueueRank", `SELECT count(*) FROM queue_entries q JOIN queue_entries me
+		ON me.client = ? AND q.lock = me.lock AND q.position <= me.position`)
 
 // QueueRank returns client's place in line on the lock it waits for (1 = next).
 // It counts the entries ahead, so it is kept off the hot path: a fresh
 // waiter's rank is its lock's queue length.
 func QueueRank(tx *Tx, client string) (rank int64, err error) {
-	_, err = tx.row(`SELECT count(*) FROM queue_entries q JOIN queue_entries me
-		ON me.client = ? AND q.lock = me.lock AND q.position <= me.position`, []any{client}, &rank)
+	_, err = tx.row(qQueueRank, []any{client}, &rank)
 	return rank, err
 }

@@ -11,28 +11,26 @@ type Counters struct {
 
 // ServiceCounters reads the service row; LastClientAge is the registration
 // counter, the larger of the stored value and the youngest registered age.
-// On PostgreSQL the stored value is exact (a shared database's service writes
-// the row whenever it changes), so the clients table is not read.
+// On PostgreSQL the stored value is exact (on a database with peers, each service writes
+// the row whenever it changes), so the clients table is not read (the
+// dialects' serviceCounters).
 func ServiceCounters(tx *Tx) (Counters, error) {
 	var c Counters
 	var clock sql.NullInt64
-	q := `SELECT clock, max(last_client_age, (SELECT coalesce(max(age), 0) FROM clients))
-		FROM service WHERE id = 1`
-	if tx.d.dialect == postgresDialect {
-		q = `SELECT clock, last_client_age FROM service WHERE id = 1`
-	}
-	_, err := tx.row(q, nil, &clock, &c.LastClientAge)
+	_, err := tx.row(qServiceCounters, nil, &clock, &c.LastClientAge)
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid
 	return c, err
 }
 
+var qServiceCountersSet = shared("ServiceCountersSet", `UPDATE service SET clock = ?, last_client_age = ? WHERE id = 1`)
+
 // ServiceCountersSet writes the service row.
 func ServiceCountersSet(tx *Tx, c Counters) error {
-	_, err := tx.exec(`UPDATE service SET clock = ?, last_client_age = ? WHERE id = 1`, c.Clock, c.LastClientAge)
+	_, err := tx.exec(qServiceCountersSet, c.Clock, c.LastClientAge)
 	return err
 }
 
-// Lock takes the service row's lock on a shared (PostgreSQL) database, first
+// Lock takes the service row's lock on a database with peers (PostgreSQL), first
 // thing in a transaction, and returns the row and the database's clock in
 // Unix seconds.
 //
@@ -41,7 +39,7 @@ func ServiceCountersSet(tx *Tx, c Counters) error {
 // order they got the lock, and each (at READ COMMITTED, whose every
 // statement reads the latest committed state) sees everything committed
 // before it: as if a single process ran them all. The stored counters are
-// exact on a shared database: its service writes them whenever they change.
+// exact on a database with peers: each service writes them whenever they change.
 //
 // Time comes from the database's clock, so servers whose own clocks disagree
 // still agree on it, and it is read once the lock is held: a statement's
@@ -50,18 +48,17 @@ func ServiceCountersSet(tx *Tx, c Counters) error {
 // it fall behind the stored clock.
 func Lock(tx *Tx) (c Counters, dbNow float64, err error) {
 	var clock sql.NullInt64
-	if _, err = tx.row(`SELECT clock, last_client_age FROM service WHERE id = 1 FOR UPDATE`, nil,
-		&clock, &c.LastClientAge); err != nil {
+	if _, err = tx.row(qLockServiceRow, nil, &clock, &c.LastClientAge); err != nil {
 		return c, 0, err
 	}
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid
-	_, err = tx.row(`SELECT extract(epoch FROM clock_timestamp())::float8`, nil, &dbNow)
+	_, err = tx.row(qLockClock, nil, &dbNow)
 	return c, dbNow, err
 }
 
 // Notify queues payload for the database's listeners (DB.Listen), delivered
 // if and when the transaction commits. PostgreSQL only.
 func Notify(tx *Tx, payload string) error {
-	_, err := tx.exec(`SELECT pg_notify(?, ?)`, tx.d.channel, payload)
+	_, err := tx.exec(qNotify, tx.d.channel, payload)
 	return err
 }

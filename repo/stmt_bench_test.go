@@ -31,7 +31,7 @@ func BenchmarkStatement(b *testing.B) {
 	b.Run("select-1", func(b *testing.B) {
 		var one int
 		for b.Loop() {
-			tx.row(`SELECT 1`, nil, &one)
+			tx.row(qPing, nil, &one)
 		}
 	})
 	b.Run("request-state", func(b *testing.B) {

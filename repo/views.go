@@ -2,6 +2,7 @@ package repo
 
 import (
 	"database/sql"
+	"strings"
 
 	lk "github.com/leasekeeper/leasekeeper"
 )
@@ -23,25 +24,26 @@ type RequestState struct {
 	HolderMode   lk.Mode // the lock's holders' mode, "" when none; read only when QueueLength is 0
 }
 
-// RequestStateGet reads client's and lock's RequestState.
-func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
-	var st RequestState
-	var age, lastToken, queueLength, lastPosition sql.NullInt64
-	var waiting, holderMode sql.NullString
-	var holdsLock, awaited sql.NullBool
-	// Numbered parameters: binding each text argument once is measurably
-	// cheaper. The CASEs skip lookups whose answer is known: an unregistered
-	// client waits for and holds nothing, and the holders' mode only matters
-	// when nobody is queued (SQLite runs a subquery only when reached).
-	_, err := tx.row(`SELECT c.age,
+// Numbered parameters: binding each text argument once is measurably
+// cheaper. The CASEs skip lookups whose answer is known: an unregistered
+// client waits for and holds nothing, and the holders' mode only matters
+// when nobody is queued (SQLite runs a subquery only when reached).
+var qRequestStateGet = shared("RequestStateGet", `SELECT c.age,
 		       CASE WHEN c.age IS NOT NULL THEN (SELECT lock FROM queue_entries WHERE client = ?1) END,
 		       CASE WHEN c.age IS NOT NULL THEN EXISTS (SELECT 1 FROM leases WHERE lock = ?2 AND client = ?1) END,
 		       CASE WHEN c.age IS NOT NULL THEN EXISTS (SELECT 1 FROM leases l WHERE l.client = ?1
 		                  AND EXISTS (SELECT 1 FROM queue_entries q WHERE q.lock = l.lock)) END,
 		       k.last_token, k.queue_length, k.last_position,
 		       CASE WHEN k.queue_length = 0 THEN (SELECT mode FROM leases WHERE lock = ?2 LIMIT 1) END
-		  FROM (SELECT 1) AS one LEFT JOIN clients c ON c.name = ?1 LEFT JOIN locks k ON k.name = ?2`,
-		[]any{client, lock},
+		  FROM (SELECT 1) AS one LEFT JOIN clients c ON c.name = ?1 LEFT JOIN locks k ON k.name = ?2`)
+
+// RequestStateGet reads client's and lock's RequestState.
+func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
+	var st RequestState
+	var age, lastToken, queueLength, lastPosition sql.NullInt64
+	var waiting, holderMode sql.NullString
+	var holdsLock, awaited sql.NullBool
+	_, err := tx.row(qRequestStateGet, []any{client, lock},
 		&age, &waiting, &holdsLock, &awaited, &lastToken, &queueLength, &lastPosition, &holderMode)
 	st.HoldsLock, st.Awaited = holdsLock.Bool, awaited.Bool
 	st.Registered, st.WaitingFor = age.Valid, waiting.String
@@ -51,8 +53,14 @@ func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
 	return st, err
 }
 
-// LockView is a lock's holders by token and queue oldest first (S4).
-func LockView(tx *Tx, lock string) (lk.Inspection, error) {
+var qLockView = shared("LockView", `SELECT 0 AS part, client, mode, token AS n, expires_at FROM leases WHERE lock = ?1
+		UNION ALL
+		SELECT 1, client, mode, position, 0 FROM queue_entries WHERE lock = ?1
+		ORDER BY part, n`)
+
+// LockView is a lock's holders by token and queue oldest first (S4), each
+// waiter with its rank.
+func LockView(tx *Tx, lock string) (lk.InspectResult, error) {
 	var rows []struct {
 		Part      int     `db:"part"`
 		Client    string  `db:"client"`
@@ -60,23 +68,26 @@ func LockView(tx *Tx, lock string) (lk.Inspection, error) {
 		N         int64   `db:"n"`
 		ExpiresAt int64   `db:"expires_at"`
 	}
-	err := tx.selectAll(&rows, `SELECT 0 AS part, client, mode, token AS n, expires_at FROM leases WHERE lock = ?1
-		UNION ALL
-		SELECT 1, client, mode, position, 0 FROM queue_entries WHERE lock = ?1
-		ORDER BY part, n`, lock)
-	in := lk.Inspection{Holders: []lk.Holder{}, Queue: []lk.Waiter{}}
+	err := tx.selectAll(&rows, qLockView, lock)
+	in := lk.InspectResult{Lock: lock, Holders: []lk.Holder{}, Queue: []lk.Waiter{}}
 	for _, r := range rows {
 		if r.Part == 0 {
 			in.Holders = append(in.Holders, lk.Holder{Client: r.Client, Mode: r.Mode, Token: r.N, ExpiresAt: r.ExpiresAt})
 		} else {
-			in.Queue = append(in.Queue, lk.Waiter{Client: r.Client, Mode: r.Mode})
+			in.Queue = append(in.Queue, lk.Waiter{Client: r.Client, Mode: r.Mode, Position: int64(len(in.Queue) + 1)})
 		}
 	}
 	return in, err
 }
 
-// ClientView is status's answer for client (D6): age 0 when unregistered.
-func ClientView(tx *Tx, client string) (lk.ClientStatus, error) {
+var qClientView = shared("ClientView", `SELECT c.age, q.lock AS waiting_for, l.lock, l.mode, l.token, l.expires_at
+		  FROM clients c LEFT JOIN queue_entries q ON q.client = c.name LEFT JOIN leases l ON l.client = c.name
+		 WHERE c.name = ? ORDER BY l.lock`)
+
+// ClientView is status's answer for client (D6): age 0 when unregistered;
+// the rank of its wait, when it waits and rank is asked for, is counted
+// (QueueRank: the entries ahead).
+func ClientView(tx *Tx, client string, rank bool) (lk.StatusResult, error) {
 	var rows []struct {
 		Age        int64          `db:"age"`
 		WaitingFor sql.NullString `db:"waiting_for"`
@@ -85,23 +96,58 @@ func ClientView(tx *Tx, client string) (lk.ClientStatus, error) {
 		Token      sql.NullInt64  `db:"token"`
 		ExpiresAt  sql.NullInt64  `db:"expires_at"`
 	}
-	err := tx.selectAll(&rows, `SELECT c.age, q.lock AS waiting_for, l.lock, l.mode, l.token, l.expires_at
-		  FROM clients c LEFT JOIN queue_entries q ON q.client = c.name LEFT JOIN leases l ON l.client = c.name
-		 WHERE c.name = ? ORDER BY l.lock`, client)
-	st := lk.ClientStatus{Holds: []lk.Hold{}}
+	err := tx.selectAll(&rows, qClientView, client)
+	st := lk.StatusResult{Client: client, Holds: []lk.Hold{}}
+	if err != nil {
+		return st, err
+	}
 	for _, r := range rows {
-		st.Age, st.Waiting = r.Age, r.WaitingFor.String
+		st.Age = r.Age
+		if r.WaitingFor.Valid && st.Waiting == nil {
+			st.Waiting = &lk.WaitingFor{Lock: r.WaitingFor.String}
+		}
 		if r.Lock.Valid {
 			st.Holds = append(st.Holds, lk.Hold{Lock: r.Lock.String, Mode: lk.Mode(r.Mode.String),
 				Token: r.Token.Int64, ExpiresAt: r.ExpiresAt.Int64})
 		}
 	}
+	if st.Waiting != nil && rank {
+		st.Waiting.Position, err = QueueRank(tx, client)
+	}
 	return st, err
 }
 
-// LocksActive lists the locks that have holders or waiters, by name: work in
-// proportion to the live state, not to every lock ever used.
-func LocksActive(tx *Tx) ([]lk.LockSummary, error) {
+// locksActive is LocksActive's statement for a page from the name ?1 on,
+// after it (cond "lock > ?1") or from it (cond "lock >= ?1"); ?2 is the
+// limit.
+func locksActive(cond string) string {
+	return `WITH active(lock) AS (
+		SELECT lock FROM (SELECT DISTINCT lock FROM leases WHERE ` + cond + ` ORDER BY lock LIMIT ?2) AS h
+		UNION
+		SELECT lock FROM (SELECT DISTINCT lock FROM queue_entries WHERE ` + cond + ` ORDER BY lock LIMIT ?2) AS w
+		ORDER BY lock LIMIT ?2)
+		SELECT a.lock, k.queue_length AS waiting, l.client, l.mode, l.token, l.expires_at
+		  FROM active a JOIN locks k ON k.name = a.lock LEFT JOIN leases l ON l.lock = a.lock
+		 ORDER BY a.lock, l.token`
+}
+
+var (
+	qLocksActiveAfter = shared("LocksActive.after", locksActive("lock > ?1"))
+	qLocksActiveFrom  = shared("LocksActive.from", locksActive("lock >= ?1"))
+)
+
+// LocksActive lists a page of the locks that have holders or waiters, by
+// name: at most limit of those after `after` ("" for the first page) whose
+// names start with prefix; more is true when a next page has some. Each
+// source is read through its primary key from the page's first name on, so
+// a page costs what it shows, not every lock ever used nor every live one.
+func LocksActive(tx *Tx, prefix, after string, limit int) (page []lk.LockSummary, more bool, err error) {
+	// Names that start with prefix come together in byte order, from
+	// prefix on: read from there, and stop at the first name without it.
+	from, q := after, qLocksActiveAfter
+	if prefix > after {
+		from, q = prefix, qLocksActiveFrom
+	}
 	var rows []struct {
 		Lock      string         `db:"lock"`
 		Waiting   int64          `db:"waiting"`
@@ -110,29 +156,33 @@ func LocksActive(tx *Tx) ([]lk.LockSummary, error) {
 		Token     sql.NullInt64  `db:"token"`
 		ExpiresAt sql.NullInt64  `db:"expires_at"`
 	}
-	err := tx.selectAll(&rows, `WITH active(lock) AS (
-		SELECT lock FROM leases UNION SELECT lock FROM queue_entries)
-		SELECT a.lock, k.queue_length AS waiting, l.client, l.mode, l.token, l.expires_at
-		  FROM active a JOIN locks k ON k.name = a.lock LEFT JOIN leases l ON l.lock = a.lock
-		 ORDER BY a.lock, l.token`)
-	var out []lk.LockSummary
+	err = tx.selectAll(&rows, q, from, limit+1)
 	for _, r := range rows {
-		if len(out) == 0 || out[len(out)-1].Lock != r.Lock {
-			out = append(out, lk.LockSummary{Lock: r.Lock, Holders: []lk.Holder{}, Waiting: r.Waiting})
+		if !strings.HasPrefix(r.Lock, prefix) {
+			break
+		}
+		if len(page) == 0 || page[len(page)-1].Lock != r.Lock {
+			if len(page) == limit {
+				more = true
+				break
+			}
+			page = append(page, lk.LockSummary{Lock: r.Lock, Holders: []lk.Holder{}, Waiting: r.Waiting})
 		}
 		if r.Client.Valid {
-			last := &out[len(out)-1]
+			last := &page[len(page)-1]
 			last.Holders = append(last.Holders, lk.Holder{Client: r.Client.String, Mode: lk.Mode(r.Mode.String),
 				Token: r.Token.Int64, ExpiresAt: r.ExpiresAt.Int64})
 		}
 	}
-	return out, err
+	return page, more, err
 }
+
+var qLocksCounts = shared("LocksCounts",
+	`SELECT (SELECT count(DISTINCT lock) FROM leases), (SELECT count(*) FROM queue_entries)`)
 
 // LocksCounts returns how many locks have holders and how many queue entries
 // there are: a pass over the live state, for metrics.
 func LocksCounts(tx *Tx) (held, waiting int64, err error) {
-	_, err = tx.row(`SELECT (SELECT count(DISTINCT lock) FROM leases), (SELECT count(*) FROM queue_entries)`,
-		nil, &held, &waiting)
+	_, err = tx.row(qLocksCounts, nil, &held, &waiting)
 	return held, waiting, err
 }

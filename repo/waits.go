@@ -18,18 +18,22 @@ type WaitEdge struct {
 // lock's holders. Everyone ahead is then still reachable, through the chain,
 // and no query ever touches every pair of waiters. The recursive term is a
 // single SELECT, as PostgreSQL requires, and the parameters are given the
-// collation of the name columns (COLLATE BINARY is SQLite's byte-wise one,
-// which Tx rewrites to PostgreSQL's "C"), as PostgreSQL requires too.
+// collation of the name columns (the dialect's byteCollation), as PostgreSQL
+// requires too.
 func WaitEdgesFrom(tx *Tx, client string) ([]WaitEdge, error) {
 	var es []WaitEdge
-	err := tx.selectAll(&es, `WITH RECURSIVE walk(src, dst) AS (
-		SELECT CAST(NULL AS TEXT) COLLATE BINARY, CAST(? AS TEXT) COLLATE BINARY
-		UNION
-		`+waitStep+`
-	)
-	`+waitEdges, client)
+	err := tx.selectAll(&es, qWaitEdgesFrom, client)
 	return es, err
 }
+
+var qWaitEdgesFrom = perDialect("WaitEdgesFrom", func(d dialect) string {
+	return `WITH RECURSIVE walk(src, dst) AS (
+		SELECT CAST(NULL AS TEXT) ` + d.byteCollation() + `, CAST(? AS TEXT) ` + d.byteCollation() + `
+		UNION
+		` + waitStep + `
+	)
+	` + waitEdges
+})
 
 // WaitEdgesBeforeQueueing is WaitEdgesFrom for a client about to join the end
 // of lock's queue, walked before its queue entry is written: the walk starts
@@ -39,19 +43,23 @@ func WaitEdgesFrom(tx *Tx, client string) ([]WaitEdge, error) {
 // to be the victim need never be queued.
 func WaitEdgesBeforeQueueing(tx *Tx, client, lock string) ([]WaitEdge, error) {
 	var es []WaitEdge
-	err := tx.selectAll(&es, `WITH RECURSIVE walk(src, dst) AS (
-		SELECT CAST(?1 AS TEXT) COLLATE BINARY, coalesce(tail.client, l.client)
+	err := tx.selectAll(&es, qWaitEdgesBeforeQueueing, client, lock)
+	return es, err
+}
+
+var qWaitEdgesBeforeQueueing = perDialect("WaitEdgesBeforeQueueing", func(d dialect) string {
+	return `WITH RECURSIVE walk(src, dst) AS (
+		SELECT CAST(?1 AS TEXT) ` + d.byteCollation() + `, coalesce(tail.client, l.client)
 		  FROM (SELECT 1) AS one
 		  LEFT JOIN queue_entries tail ON tail.lock = ?2 AND tail.position = (
 		       SELECT max(x.position) FROM queue_entries x WHERE x.lock = ?2)
 		  LEFT JOIN leases l ON tail.client IS NULL AND l.lock = ?2
 		 WHERE coalesce(tail.client, l.client) IS NOT NULL
 		UNION
-		`+waitStep+`
+		` + waitStep + `
 	)
-	`+waitEdges, client, lock)
-	return es, err
-}
+	` + waitEdges
+})
 
 // waitStep is one step of the walk: a waiter's edge to the waiter just ahead
 // of it or, at the head of its queue, to its lock's holders.
@@ -68,12 +76,14 @@ const waitEdges = `SELECT walk.src, walk.dst, c.age AS dst_age, coalesce(w.lock,
 	  FROM walk JOIN clients c ON c.name = walk.dst LEFT JOIN queue_entries w ON w.client = walk.dst
 	 WHERE walk.src IS NOT NULL`
 
+var qLockHoldersWaiting = shared("LockHoldersWaiting", `SELECT 1 FROM leases l WHERE l.lock = ?
+		AND EXISTS (SELECT 1 FROM queue_entries w WHERE w.client = l.client) LIMIT 1`)
+
 // LockHoldersWaiting reports whether some holder of lock waits for a lock.
 // Everything a waiter on lock can reach in the wait-for graph, it reaches
 // through the lock's holders, so without such a holder no cycle runs through
 // a waiter on lock.
 func LockHoldersWaiting(tx *Tx, lock string) (bool, error) {
 	var one int
-	return tx.row(`SELECT 1 FROM leases l WHERE l.lock = ?
-		AND EXISTS (SELECT 1 FROM queue_entries w WHERE w.client = l.client) LIMIT 1`, []any{lock}, &one)
+	return tx.row(qLockHoldersWaiting, []any{lock}, &one)
 }

@@ -1,22 +1,27 @@
 package server
 
-import "net/http"
+import (
+	"net/http"
+
+	lk "github.com/leasekeeper/leasekeeper"
+)
 
 // Access is what a request asks to do, for an Authorizer to judge.
 type Access struct {
 	// Op is the operation: acquire, renew, release, revoke, write, read,
-	// inspect, status, locks, health or metrics.
+	// inspect, status, locks, health, openapi or metrics.
 	Op string
 	// Client is the client id the request acts as (acquire, renew, release,
 	// revoke) or asks about (status); "" for the others.
 	Client string
 }
 
-// Denial refuses a request: the HTTP status (401 or 403) and the error code
-// the body carries after "error: ".
+// Denial refuses a request: lk.CodeUnauthenticated (401) or
+// lk.CodeForbidden (403), and a message that says why without naming a
+// secret.
 type Denial struct {
-	Status int
-	Code   string
+	Code    lk.ErrorCode
+	Message string
 }
 
 // Authorizer decides who may do what. It runs before the operation, so a
@@ -34,7 +39,7 @@ func (s *Server) allowed(w http.ResponseWriter, r *http.Request, a Access) bool 
 		if s.obs != nil {
 			s.obs.Denied(r, a, d)
 		}
-		reply(w, d.Status, "error: "+d.Code)
+		replyError(w, lk.Errorf(d.Code, d.Message))
 		return false
 	}
 	return true

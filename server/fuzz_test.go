@@ -9,14 +9,17 @@ import (
 	"testing"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // FuzzRequestBody sends arbitrary bodies to every POST route: whatever they
-// hold, the answer is a contract result or a 4xx with an error, never a 500
-// or a hang, and the server goes on serving.
+// hold, the answer is a result or a 4xx with an error object, as the OpenAPI
+// document describes them, never a 500 or a hang, and the server goes on
+// serving.
 func FuzzRequestBody(f *testing.F) {
 	for _, s := range []string{
 		`{"client":"a","lock":"L","ttl":10}`, `{"client":"a","lock":"L","ttl":10,"wait":1}`,
@@ -35,6 +38,7 @@ func FuzzRequestBody(f *testing.F) {
 	clock := server.NewManualClock(time.Unix(0, 0))
 	srv := server.New(svc, server.Options{Clock: clock})
 	h := srv.Handler()
+	v := apitest.New(f)
 	f.Cleanup(func() { srv.Close(); svc.Close() })
 	f.Fuzz(func(t *testing.T, route, body string) {
 		switch route {
@@ -62,13 +66,26 @@ func FuzzRequestBody(f *testing.F) {
 		default:
 			t.Fatalf("POST /v1/%s %q: HTTP %d %s", route, body, rec.Code, rec.Body.String())
 		}
-		if rec.Code != http.StatusOK && !strings.HasPrefix(rec.Body.String(), `"error: `) {
-			t.Fatalf("POST /v1/%s %q: HTTP %d without an error body: %s", route, body, rec.Code, rec.Body.String())
+		if err := v.Check(req, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+			t.Fatalf("POST /v1/%s %q: %v", route, body, err)
+		}
+		if rec.Code != http.StatusOK {
+			var e struct {
+				Code    lk.ErrorCode `json:"error"`
+				Message string       `json:"message"`
+			}
+			if json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Code == "" || e.Message == "" || server.StatusOf(e.Code) != rec.Code {
+				t.Fatalf("POST /v1/%s %q: HTTP %d without its error object: %s", route, body, rec.Code, rec.Body.String())
+			}
 		}
 		rec = httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/health", nil))
+		req = httptest.NewRequest("GET", "/v1/health", nil)
+		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("the server stopped serving after POST /v1/%s %q", route, body)
+		}
+		if err := v.Check(req, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+			t.Fatalf("after POST /v1/%s %q: %v", route, body, err)
 		}
 	})
 }

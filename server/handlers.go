@@ -1,17 +1,18 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -26,18 +27,24 @@ const (
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/acquire", s.handleAcquire)
-	s.mux.HandleFunc("POST /v1/renew", s.post("renew", "client", "lock", "ttl"))
-	s.mux.HandleFunc("POST /v1/release", s.post("release", "client", "lock"))
-	s.mux.HandleFunc("POST /v1/revoke", s.handleRevoke)
-	s.mux.HandleFunc("POST /v1/write", s.post("write", "lock", "key", "value", "token"))
-	s.mux.HandleFunc("GET /v1/inspect", s.get("inspect", "lock"))
-	s.mux.HandleFunc("GET /v1/status", s.get("status", "client"))
-	s.mux.HandleFunc("GET /v1/read", s.get("read", "lock", "key"))
-	s.mux.HandleFunc("GET /v1/locks", s.handleLocks)
+	s.mux.Handle("POST /v1/renew", operation(s, "renew", body, decodeRenew, s.svc.Renew))
+	s.mux.Handle("POST /v1/release", operation(s, "release", body, decodeRelease, s.svc.Release))
+	s.mux.Handle("POST /v1/revoke", operation(s, "revoke", body, decodeRevoke, s.svc.Revoke))
+	s.mux.Handle("POST /v1/write", operation(s, "write", body, decodeWrite, s.svc.Write))
+	s.mux.Handle("GET /v1/inspect", operation(s, "inspect", query, decodeInspect, s.svc.Inspect))
+	s.mux.Handle("GET /v1/status", operation(s, "status", query, decodeStatus, s.svc.Status))
+	s.mux.Handle("GET /v1/read", operation(s, "read", query, decodeRead, s.svc.Read))
+	s.mux.Handle("GET /v1/locks", operation(s, "locks", query, decodeLocks, s.svc.Locks))
 	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
+	s.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		if s.allowed(w, r, Access{Op: "openapi"}) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(lk.OpenAPI)
+		}
+	})
 	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		if s.metrics == nil {
-			reply(w, http.StatusNotFound, "error: not found")
+			replyError(w, lk.Errorf(lk.CodeNotFound, "this server serves no metrics"))
 			return
 		}
 		if s.allowed(w, r, Access{Op: "metrics"}) {
@@ -48,187 +55,328 @@ func (s *Server) routes() {
 		if strings.HasPrefix(r.URL.Path, "/v1/") {
 			for _, m := range []string{"GET", "POST"} {
 				if _, pattern := s.mux.Handler(&http.Request{Method: m, URL: r.URL}); pattern != "/" && pattern != "" {
-					reply(w, http.StatusMethodNotAllowed, "error: method not allowed")
+					replyError(w, lk.Errorf(lk.CodeMethodNotAllowed, r.URL.Path+" takes "+m+", not "+r.Method))
 					return
 				}
 			}
 		}
-		reply(w, http.StatusNotFound, "error: not found")
+		msg := "no such path: " + r.URL.Path
+		if strings.HasPrefix(r.URL.Path, "/v1/v1/") {
+			msg += " (the server's URL is its root, without /v1)"
+		}
+		replyError(w, lk.Errorf(lk.CodeNotFound, msg))
 	})
 }
 
-// reply writes a contract result (or error string) as the JSON body.
-func reply(w http.ResponseWriter, status int, body any) {
-	b, err := json.Marshal(body)
+// statusOf is the HTTP status of each error code (docs/api.md).
+var statusOf = map[lk.ErrorCode]int{
+	lk.CodeInvalidArguments: http.StatusBadRequest,
+	lk.CodeInvalidTTL:       http.StatusBadRequest,
+	lk.CodeClientBusy:       http.StatusConflict,
+	lk.CodeNotHolder:        http.StatusConflict,
+	lk.CodeStaleToken:       http.StatusConflict,
+	lk.CodeUnauthenticated:  http.StatusUnauthorized,
+	lk.CodeForbidden:        http.StatusForbidden,
+	lk.CodeNotFound:         http.StatusNotFound,
+	lk.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	lk.CodeBodyTooLarge:     http.StatusRequestEntityTooLarge,
+	lk.CodeInternal:         http.StatusInternalServerError,
+	lk.CodeUnavailable:      http.StatusServiceUnavailable,
+	lk.CodeShuttingDown:     http.StatusServiceUnavailable,
+}
+
+// StatusOf returns the HTTP status the API answers an error of code with.
+func StatusOf(code lk.ErrorCode) int {
+	if st, ok := statusOf[code]; ok {
+		return st
+	}
+	return http.StatusInternalServerError
+}
+
+// reply writes v as the JSON body of a 200 answer.
+func reply(w http.ResponseWriter, v any) {
+	b, err := encode(v)
 	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`"error: internal"`)
+		replyError(w, lk.Errorf(lk.CodeInternal, "encoding the answer: "+err.Error()))
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
 
-// statusOf maps a contract result to its HTTP status (docs/api.md).
-func statusOf(res any) int {
-	str, ok := res.(string)
-	if !ok || !strings.HasPrefix(str, "error: ") {
-		return http.StatusOK
-	}
-	switch strings.TrimPrefix(str, "error: ") {
-	case "client busy", "not holder", "stale token":
-		return http.StatusConflict
-	}
-	return http.StatusBadRequest
-}
-
-// answer runs a contract operation and writes its result.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, name string, args ...any) {
-	res, err := s.do(r.Context(), name, args...)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	reply(w, statusOf(res), res)
-}
-
-func (s *Server) fail(w http.ResponseWriter, err error) {
-	if errors.Is(err, ErrClosed) {
-		reply(w, http.StatusServiceUnavailable, "error: shutting down")
-		return
-	}
-	if errors.Is(err, context.Canceled) {
-		return // the caller went away: nobody to answer
-	}
-	if errors.Is(err, lk.ErrUnavailable) {
-		s.log.Warn("database unavailable", "err", err)
+// replyError writes e as the error object {"error": code, "message": ...}
+// with its code's status.
+func replyError(w http.ResponseWriter, e *lk.Error) {
+	b, _ := encode(e)
+	w.Header().Set("Content-Type", "application/json")
+	if e.Code == lk.CodeUnavailable {
 		w.Header().Set("Retry-After", "1")
-		reply(w, http.StatusServiceUnavailable, "error: unavailable")
-		return
 	}
-	s.log.Error("operation failed", "err", err)
-	reply(w, http.StatusInternalServerError, "error: internal")
+	w.WriteHeader(StatusOf(e.Code))
+	w.Write(b)
 }
 
-// body decodes a request body into its fields, numbers kept as json.Number
-// so that the contract's validation sees them as written, and checks the
-// limits; why says what is wrong, or is "".
-func body(w http.ResponseWriter, r *http.Request) (fields map[string]any, why string) {
-	fields, why = decodeBody(w, r)
-	if why == "" {
-		why = checkLimits(fields)
-	}
-	return fields, why
+// encode is JSON with a newline, and without HTML escaping: the answers are
+// read by programs, and "token must be an integer >= 1" should say ">=",
+// not "\u003e=".
+func encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	return b.Bytes(), err
 }
 
-func decodeBody(w http.ResponseWriter, r *http.Request) (map[string]any, string) {
+// fail answers an operation's error: a contract error with its code and
+// message, anything else as the server's failure.
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrClosed):
+		replyError(w, lk.Errorf(lk.CodeShuttingDown, "the server is stopping; retry on another server, or on this one once restarted"))
+	case errors.Is(err, context.Canceled):
+		// the caller went away: nobody to answer
+	case errors.Is(err, lk.ErrUnavailable):
+		s.log.Warn("database unavailable", "err", err)
+		replyError(w, lk.Errorf(lk.CodeUnavailable, "the database is unavailable; the operation did not happen, unless the connection broke during its commit: read the state before retrying"))
+	case lk.IsContract(err):
+		replyError(w, lk.Errorf(lk.CodeOf(err), lk.Message(err)))
+	default:
+		s.log.Error("operation failed", "err", err)
+		replyError(w, lk.Errorf(lk.CodeInternal, "the server failed; nothing was acknowledged"))
+	}
+}
+
+// fields reads a request's named fields, a JSON body's or a query's, and
+// keeps the first thing wrong with them.
+type fields struct {
+	get   func(name string) (v any, present bool)
+	query bool // a query's values are all text: "30" is the integer 30 there
+	bad   *lk.Error
+}
+
+func (f *fields) fail(code lk.ErrorCode, msg string) {
+	if f.bad == nil {
+		f.bad = lk.Errorf(code, msg)
+	}
+}
+
+// name reads a string field within the API's limits; Validate refuses an
+// empty one.
+func (f *fields) name(key string) string {
+	v, ok := f.get(key)
+	if !ok {
+		f.fail(lk.CodeInvalidArguments, key+" is required: a non-empty string")
+		return ""
+	}
+	s, isString := v.(string)
+	if !isString {
+		f.fail(lk.CodeInvalidArguments, key+" must be a string, got "+jsonKind(v))
+		return ""
+	}
+	limit := MaxNameBytes
+	if key == "value" {
+		limit = MaxValueBytes
+	}
+	if len(s) > limit {
+		f.fail(lk.CodeInvalidArguments, fmt.Sprintf("%s is longer than %d bytes", key, limit))
+	}
+	return s
+}
+
+// integer reads an integer field (the contract's integer: 30, not 30.0,
+// "30" or 3e1); an absent one is def, or refused when required.
+func (f *fields) integer(key string, required bool, def int64) int64 {
+	v, ok := f.get(key)
+	if !ok {
+		if required {
+			f.fail(lk.CodeInvalidArguments, key+" is required: an integer")
+		}
+		return def
+	}
+	var n int64
+	var isInt bool
+	switch x := v.(type) {
+	case json.Number:
+		n, isInt = lk.Integer(x)
+	case string:
+		if f.query {
+			n, isInt = lk.Integer(json.Number(x))
+		}
+	}
+	if !isInt {
+		f.fail(lk.CodeInvalidArguments, key+" must be an integer (a JSON number without fraction or exponent), got "+jsonKind(v))
+	}
+	return n
+}
+
+// mode reads the optional mode; Validate refuses a string that is no mode.
+func (f *fields) mode() lk.Mode {
+	v, ok := f.get("mode")
+	if !ok {
+		return lk.Exclusive
+	}
+	s, isString := v.(string)
+	if !isString {
+		f.fail(lk.CodeInvalidArguments, `mode must be "shared" or "exclusive", got `+jsonKind(v))
+	}
+	return lk.Mode(s)
+}
+
+// jsonKind describes a value that had the wrong type, for a message.
+func jsonKind(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "the number " + x.String()
+	case string:
+		if len(x) > 40 {
+			x = x[:40] + "..."
+		}
+		return "the string " + strconv.Quote(x)
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "a value of another type"
+}
+
+// body reads a POST's JSON object; fields it does not know are ignored.
+// Numbers stay json.Number, so that 30.0 is told from 30.
+func body(w http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	dec := json.NewDecoder(r.Body)
 	dec.UseNumber()
-	var fields map[string]any
-	if err := dec.Decode(&fields); err != nil {
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, "too large"
+			return nil, lk.Errorf(lk.CodeBodyTooLarge, fmt.Sprintf("the request body is longer than %d bytes", MaxBodyBytes))
 		}
-		return nil, "the body is not a JSON object"
+		return nil, lk.Errorf(lk.CodeInvalidArguments, "the body must be a JSON object: "+err.Error())
+	}
+	if m == nil {
+		return nil, lk.Errorf(lk.CodeInvalidArguments, "the body must be a JSON object, got null")
 	}
 	if dec.More() {
-		return nil, "unexpected data after the JSON object"
+		return nil, lk.Errorf(lk.CodeInvalidArguments, "unexpected data after the JSON object")
 	}
-	return fields, ""
+	return &fields{get: func(k string) (any, bool) { v, ok := m[k]; return v, ok }}, nil
 }
 
-// checkLimits refuses names and values beyond docs/api.md's limits.
-func checkLimits(fields map[string]any) string {
-	for _, f := range []string{"client", "lock", "key"} {
-		if v, ok := fields[f].(string); ok && len(v) > MaxNameBytes {
-			return fmt.Sprintf("%s is longer than %d bytes", f, MaxNameBytes)
+// query reads a GET's parameters.
+func query(_ http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
+	q := r.URL.Query()
+	return &fields{query: true, get: func(k string) (any, bool) {
+		if !q.Has(k) {
+			return nil, false
 		}
+		// As encoding/json does for bodies: a name is text, and
+		// PostgreSQL refuses bytes that are not UTF-8.
+		return strings.ToValidUTF8(q.Get(k), "\uFFFD"), true
+	}}, nil
+}
+
+func decodeAcquire(f *fields) lk.AcquireRequest {
+	return lk.AcquireRequest{Client: f.name("client"), Lock: f.name("lock"), TTL: f.integer("ttl", true, 0), Mode: f.mode()}
+}
+func decodeRenew(f *fields) lk.RenewRequest {
+	return lk.RenewRequest{Client: f.name("client"), Lock: f.name("lock"), TTL: f.integer("ttl", true, 0)}
+}
+func decodeRelease(f *fields) lk.ReleaseRequest {
+	return lk.ReleaseRequest{Client: f.name("client"), Lock: f.name("lock")}
+}
+func decodeRevoke(f *fields) lk.RevokeRequest {
+	return lk.RevokeRequest{Client: f.name("client"), Lock: f.name("lock")}
+}
+func decodeWrite(f *fields) lk.WriteRequest {
+	return lk.WriteRequest{Lock: f.name("lock"), Key: f.name("key"), Value: f.name("value"), Token: f.integer("token", true, 0)}
+}
+func decodeInspect(f *fields) lk.InspectRequest { return lk.InspectRequest{Lock: f.name("lock")} }
+func decodeStatus(f *fields) lk.StatusRequest   { return lk.StatusRequest{Client: f.name("client")} }
+func decodeRead(f *fields) lk.ReadRequest {
+	return lk.ReadRequest{Lock: f.name("lock"), Key: f.name("key")}
+}
+func decodeLocks(f *fields) lk.LocksRequest {
+	limit := f.integer("limit", false, lk.DefaultLocksLimit)
+	if f.bad == nil && (limit < 1 || limit > lk.MaxLocksLimit) {
+		f.fail(lk.CodeInvalidArguments, fmt.Sprintf("limit must be from 1 to %d, got %d", lk.MaxLocksLimit, limit))
+		limit = lk.DefaultLocksLimit
 	}
-	if v, ok := fields["value"].(string); ok && len(v) > MaxValueBytes {
-		return fmt.Sprintf("value is longer than %d bytes", MaxValueBytes)
+	q := lk.LocksRequest{Limit: int(limit)}
+	if _, ok := f.get("after"); ok {
+		q.After = f.name("after")
+	}
+	if _, ok := f.get("prefix"); ok {
+		q.Prefix = f.name("prefix")
+	}
+	return q
+}
+
+// request is an operation's typed request.
+type request interface{ Validate() error }
+
+// clientOf is the client id a request acts as or asks about, for the
+// Authorizer; "" for the others.
+func clientOf(q request) string {
+	switch q := q.(type) {
+	case lk.AcquireRequest:
+		return q.Client
+	case lk.RenewRequest:
+		return q.Client
+	case lk.ReleaseRequest:
+		return q.Client
+	case lk.RevokeRequest:
+		return q.Client
+	case lk.StatusRequest:
+		return q.Client
 	}
 	return ""
 }
 
-func badRequest(w http.ResponseWriter, why string) {
-	if why == "too large" {
-		reply(w, http.StatusRequestEntityTooLarge, "error: request body too large")
-		return
+// decodeRequest reads a request's fields into its typed request and
+// validates it: a request that is wrong is refused before it is judged.
+func decodeRequest[Q request](w http.ResponseWriter, r *http.Request, read func(http.ResponseWriter, *http.Request) (*fields, *lk.Error), decode func(*fields) Q) (Q, bool) {
+	var q Q
+	f, bad := read(w, r)
+	if bad == nil {
+		q = decode(f)
+		bad = f.bad
 	}
-	reply(w, http.StatusBadRequest, "error: invalid arguments: "+why)
+	if bad == nil {
+		if err := q.Validate(); err != nil {
+			bad = lk.Errorf(lk.CodeOf(err), lk.Message(err))
+		}
+	}
+	if bad != nil {
+		replyError(w, bad)
+		return q, false
+	}
+	return q, true
 }
 
-// post serves an operation whose arguments come from a JSON body's fields,
-// in the contract's order. A missing field is nil, which the contract's
-// validation refuses.
-func (s *Server) post(name string, fields ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		f, why := body(w, r)
-		if why != "" {
-			badRequest(w, why)
+// operation serves an operation that answers at once: decode, judge, run
+// at the server's time in the next group commit, answer the typed result.
+func operation[Q request, R any](s *Server, name string, read func(http.ResponseWriter, *http.Request) (*fields, *lk.Error),
+	decode func(*fields) Q, exec func(context.Context, int64, Q) (R, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, ok := decodeRequest(w, r, read, decode)
+		if !ok || !s.allowed(w, r, Access{Op: name, Client: clientOf(q)}) {
 			return
 		}
-		client, _ := f["client"].(string)
-		if !s.allowed(w, r, Access{Op: name, Client: client}) {
+		res, err := run(s, r.Context(), name, func(ctx context.Context, ts int64) (R, error) {
+			return exec(ctx, ts, q)
+		})
+		if err != nil {
+			s.fail(w, err)
 			return
 		}
-		args := make([]any, len(fields))
-		for i, k := range fields {
-			args[i] = f[k]
-		}
-		s.answer(w, r, name, args...)
-	}
-}
-
-// get serves an operation whose arguments are query parameters.
-func (s *Server) get(name string, params ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		f := map[string]any{}
-		args := make([]any, len(params))
-		for i, p := range params {
-			if q.Has(p) {
-				// As encoding/json does for bodies: a name is text, and
-				// PostgreSQL refuses bytes that are not UTF-8.
-				v := strings.ToValidUTF8(q.Get(p), "\uFFFD")
-				f[p] = v
-				args[i] = v
-			}
-		}
-		if why := checkLimits(f); why != "" {
-			badRequest(w, why)
-			return
-		}
-		client, _ := f["client"].(string)
-		if !s.allowed(w, r, Access{Op: name, Client: client}) {
-			return
-		}
-		s.answer(w, r, name, args...)
-	}
-}
-
-func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) {
-	if !s.allowed(w, r, Access{Op: "locks"}) {
-		return
-	}
-	res, err := s.submit(r.Context(), "locks", func(ctx context.Context, ts int64) (any, error) {
-		return s.svc.Locks(ctx, ts)
+		reply(w, res)
 	})
-	locks, _ := res.([]lk.LockSummary)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	out := make([]any, len(locks))
-	for i, l := range locks {
-		holders := make([]any, len(l.Holders))
-		for j, h := range l.Holders {
-			holders[j] = []any{h.Client, string(h.Mode), h.Token, h.ExpiresAt}
-		}
-		out[i] = map[string]any{"lock": l.Lock, "holders": holders, "waiting": l.Waiting}
-	}
-	reply(w, http.StatusOK, out)
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -237,116 +385,57 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	// Not through the committer, nor its lock: health answers while the
 	// database is slow or away.
-	ts := s.lastTS.Load()
-	var clock any
-	if ts != math.MinInt64 {
-		clock = ts
+	h := lk.HealthResult{Status: "ok", Version: lk.Version}
+	if ts := s.lastTS.Load(); ts != math.MinInt64 {
+		h.Clock = &ts
 	}
-	reply(w, http.StatusOK, map[string]any{"status": "ok", "clock": clock})
-}
-
-// handleRevoke serves revoke: the holder's lease ends now, as a release
-// would (docs/api.md). It is not a contract operation, so it is validated
-// here and runs through the committer like the others.
-func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
-	f, why := body(w, r)
-	client, ok1 := f["client"].(string)
-	lock, ok2 := f["lock"].(string)
-	if why == "" && (!ok1 || !ok2 || client == "" || lock == "") {
-		why = "client and lock must be non-empty strings"
-	}
-	if why != "" {
-		badRequest(w, why)
-		return
-	}
-	if !s.allowed(w, r, Access{Op: "revoke", Client: client}) {
-		return
-	}
-	// Not a contract operation, so not through the harness: the service's
-	// answer is turned into the same kind of result here.
-	res, err := s.submit(r.Context(), "revoke", func(ctx context.Context, ts int64) (any, error) {
-		err := s.svc.Revoke(ctx, ts, client, lock)
-		if code := lk.Code(err); code != "" {
-			return "error: " + code, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return "revoked", nil
-	})
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	reply(w, statusOf(res), res)
+	reply(w, h)
 }
 
 // handleAcquire serves acquire, blocking up to "wait" seconds while the
 // client is queued (docs/api.md).
 func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
-	f, why := body(w, r)
 	var wait time.Duration
-	if why == "" {
-		if v, present := f["wait"]; present {
-			secs, ok := harness.Integer(v)
-			if !ok || secs < 0 || secs > int64(MaxWait/time.Second) {
-				why = fmt.Sprintf("wait must be an integer from 0 to %d", int(MaxWait.Seconds()))
-			}
-			wait = time.Duration(secs) * time.Second
+	q, ok := decodeRequest(w, r, body, func(f *fields) lk.AcquireRequest {
+		q := decodeAcquire(f)
+		secs := f.integer("wait", false, 0)
+		if f.bad == nil && (secs < 0 || secs > int64(MaxWait/time.Second)) {
+			f.fail(lk.CodeInvalidArguments, fmt.Sprintf("wait must be an integer from 0 to %d, got %d", int(MaxWait.Seconds()), secs))
 		}
-	}
-	if why != "" {
-		badRequest(w, why)
+		wait = time.Duration(secs) * time.Second
+		return q
+	})
+	if !ok || !s.allowed(w, r, Access{Op: "acquire", Client: q.Client}) {
 		return
 	}
-	if c, _ := f["client"].(string); !s.allowed(w, r, Access{Op: "acquire", Client: c}) {
-		return
-	}
-	args := []any{f["client"], f["lock"], f["ttl"]}
-	if m, present := f["mode"]; present {
-		args = append(args, m)
-	}
-	client, _ := f["client"].(string)
-	lock, _ := f["lock"].(string)
 	var events <-chan service.Event
 	if wait > 0 {
 		// Subscribe before the acquire so that no grant can slip between.
 		var done func()
-		events, done = s.subscribe(client)
+		events, done = s.subscribe(q.Client)
 		defer done()
 	}
-	res, err := s.do(r.Context(), "acquire", args...)
+	res, err := run(s, r.Context(), "acquire", func(ctx context.Context, ts int64) (lk.AcquireResult, error) {
+		return s.svc.Acquire(ctx, ts, q)
+	})
+	if err == nil && wait > 0 && res.Outcome == lk.Queued {
+		res, err = s.await(r.Context(), q.Client, q.Lock, wait, events, res)
+	}
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	queued, ok := res.([]any)
-	if wait == 0 || !ok || queued[0] != "queued" {
-		reply(w, statusOf(res), res)
-		return
-	}
-	res, err = s.await(r.Context(), client, lock, wait, events, queued)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	reply(w, statusOf(res), res)
+	reply(w, res)
 }
 
 // await blocks until client, queued for lock, is granted it, aborted or
-// withdrawn, or the wait runs out, and returns the result to answer.
-func (s *Server) await(ctx context.Context, client, lock string, wait time.Duration, events <-chan service.Event, queued []any) (any, error) {
-	var victims []any
-	if len(queued) == 3 {
-		victims, _ = queued[2].([]any)
+// withdrawn, or the wait runs out, and returns the answer.
+func (s *Server) await(ctx context.Context, client, lock string, wait time.Duration, events <-chan service.Event, queued lk.AcquireResult) (lk.AcquireResult, error) {
+	granted := func(token, grantedAt, expiresAt int64) lk.AcquireResult {
+		return lk.AcquireResult{Outcome: lk.Granted, Token: token, GrantedAt: grantedAt, ExpiresAt: expiresAt, Victims: queued.Victims}
 	}
-	granted := func(token, expiresAt int64) any {
-		res := []any{"granted", token, expiresAt}
-		if len(victims) > 0 {
-			res = append(res, victims)
-		}
-		return res
-	}
+	aborted := lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{client}}
+	withdrawn := lk.AcquireResult{Outcome: lk.Withdrawn}
 	// decide turns an event into the answer, or reports that it is not one.
 	// The events of this wait are those of its queue entry: pos, learnt
 	// from the EventQueued of the acquire, which reaches the channel before
@@ -354,26 +443,26 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 	// may still be on their way (from another server, or from a group that
 	// committed just before this acquire's) and carry another position.
 	var pos int64
-	decide := func(e service.Event) (any, bool) {
+	decide := func(e service.Event) (lk.AcquireResult, bool) {
 		if e.Lock != lock {
-			return nil, false
+			return lk.AcquireResult{}, false
 		}
 		if e.Kind == service.EventQueued {
 			pos = e.Position
-			return nil, false
+			return lk.AcquireResult{}, false
 		}
 		if pos == 0 || e.Position != pos {
-			return nil, false
+			return lk.AcquireResult{}, false
 		}
 		switch {
 		case e.Kind == service.EventGranted && e.FromQueue:
-			return granted(e.Token, e.ExpiresAt), true
+			return granted(e.Token, e.At, e.ExpiresAt), true
 		case e.Kind == service.EventAborted:
-			return []any{"deadlock", []any{client}}, true
+			return aborted, true
 		case e.Kind == service.EventWithdrawn:
-			return "withdrawn", true
+			return withdrawn, true
 		}
-		return nil, false
+		return lk.AcquireResult{}, false
 	}
 	timeout := s.clock.After(wait)
 	var retry <-chan time.Time // a recheck that failed, to try again
@@ -394,14 +483,14 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 		case <-s.draining:
 			final = true // shutting down: answer with the state as it is
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return lk.AcquireResult{}, ctx.Err()
 		}
 		// Read the state: the wait ran out, or (eventRecheck) news from
 		// another server may have been lost. The committer hands a
 		// group's events over before it answers the group's calls, so
 		// once this one is answered the channel has everything this
 		// server decided so far.
-		res, err := s.submit(ctx, "wait-state", func(ctx context.Context, ts int64) (any, error) {
+		st, err := run(s, ctx, "wait-state", func(ctx context.Context, ts int64) (service.WaitState, error) {
 			return s.svc.WaitState(ctx, ts, client, lock)
 		})
 		if err != nil && !final && errors.Is(err, lk.ErrUnavailable) {
@@ -412,7 +501,7 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return lk.AcquireResult{}, err
 		}
 		for drained := false; !drained; {
 			select {
@@ -424,18 +513,17 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 				drained = true
 			}
 		}
-		st := res.(service.WaitState)
 		switch {
 		case st.Rank > 0 && final:
-			return []any{"queued", st.Rank}, nil
+			return lk.AcquireResult{Outcome: lk.Queued, Position: st.Rank, Victims: queued.Victims}, nil
 		case st.Rank > 0:
 			// still waiting
 		case st.Hold != nil:
-			return granted(st.Hold.Token, st.Hold.ExpiresAt), nil
+			return granted(st.Hold.Token, st.Hold.GrantedAt, st.Hold.ExpiresAt), nil
 		case !st.Registered:
-			return []any{"deadlock", []any{client}}, nil
+			return aborted, nil
 		default:
-			return "withdrawn", nil
+			return withdrawn, nil
 		}
 	}
 }

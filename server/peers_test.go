@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/server"
@@ -51,24 +52,24 @@ func startPair(t *testing.T, at int64) (a, b *fixture, ta, tb *tally) {
 	return a, b, ta, tb
 }
 
-// TestSharedReleaseWakesOtherServer: a release on one server answers the
+// TestPeersReleaseWakesOtherServer: a release on one server answers the
 // blocked acquire held by the other.
-func TestSharedReleaseWakesOtherServer(t *testing.T) {
+func TestPeersReleaseWakesOtherServer(t *testing.T) {
 	a, b, _, _ := startPair(t, 1000)
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 10})
-	expect(t, v, `["granted", 1, 1010]`)
+	expect(t, v, granted(1, 1000, 1010))
 	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
 	a.waitQueued("y")
 	a.clock.Set(time.Unix(1004, 0))
 	_, v = a.call("POST", "/v1/release", map[string]any{"client": "x", "lock": "L"})
-	expect(t, v, `"released"`)
-	expect(t, receive(t, ch), `["granted", 2, 1034]`)
+	expect(t, v, `{"outcome": "released"}`)
+	expect(t, receive(t, ch), granted(2, 1004, 1034))
 }
 
-// TestSharedLapseHandedOverOnce: both servers know when the lease ends (one
+// TestPeersLapseHandedOverOnce: both servers know when the lease ends (one
 // granted it, the other heard of the grant), both lapse timers fire, and
 // the lock is handed over exactly once, at the lease's end.
-func TestSharedLapseHandedOverOnce(t *testing.T) {
+func TestPeersLapseHandedOverOnce(t *testing.T) {
 	a, b, ta, tb := startPair(t, 1000)
 	a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 10})
 	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
@@ -77,9 +78,9 @@ func TestSharedLapseHandedOverOnce(t *testing.T) {
 		return b.svc.NextExpiry() == 1010
 	})
 	a.clock.Set(time.Unix(1025, 0))
-	expect(t, receive(t, ch), `["granted", 2, 1040]`)
+	expect(t, receive(t, ch), granted(2, 1010, 1040))
 	_, v := b.call("GET", "/v1/inspect?lock=L", nil)
-	expect(t, v, `{"holders": [["y", "exclusive", 2, 1040]], "queue": []}`)
+	expect(t, v, `{"lock": "L", "holders": [{"client": "y", "mode": "exclusive", "token": 2, "expires_at": 1040}], "queue": []}`)
 	if n := ta.count(service.EventLapsed) + tb.count(service.EventLapsed); n != 1 {
 		t.Errorf("the lapse was reported %d times across both servers, want once", n)
 	}
@@ -88,31 +89,31 @@ func TestSharedLapseHandedOverOnce(t *testing.T) {
 	}
 }
 
-// TestSharedDeadlockVictimOnOtherServer: a deadlock found by one server
+// TestPeersDeadlockVictimOnOtherServer: a deadlock found by one server
 // aborts a client whose blocked acquire the other server holds.
-func TestSharedDeadlockVictimOnOtherServer(t *testing.T) {
+func TestPeersDeadlockVictimOnOtherServer(t *testing.T) {
 	a, b, _, _ := startPair(t, 0)
 	a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L1", "ttl": 100})
 	b.call("POST", "/v1/acquire", map[string]any{"client": "y", "lock": "L2", "ttl": 100})
 	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L1", "ttl": 100, "wait": 600})
 	a.waitQueued("y")
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L2", "ttl": 100})
-	expect(t, v, `["granted", 2, 100, ["y"]]`)
-	expect(t, receive(t, ch), `["deadlock", ["y"]]`)
+	expect(t, v, `{"outcome": "granted", "token": 2, "granted_at": 0, "expires_at": 100, "victims": ["y"]}`)
+	expect(t, receive(t, ch), `{"outcome": "deadlock", "victims": ["y"]}`)
 }
 
-// TestSharedSurvivesLostConnection: PostgreSQL ends the server's
+// TestPeersSurvivesLostConnection: PostgreSQL ends the server's
 // connections (as a restart or a failover does). A request may then get
-// 503 "error: unavailable", never a wrong answer, and the server goes on
+// 503 unavailable, never a wrong answer, and the server goes on
 // with a new connection; blocked acquires are still woken, through a
 // listener that reconnected too.
-func TestSharedSurvivesLostConnection(t *testing.T) {
+func TestPeersSurvivesLostConnection(t *testing.T) {
 	ss, dsn := newSessions(t)
 	clock := server.NewManualClock(time.Unix(1000, 0))
 	a := startWith(t, dsn, clock, server.Options{})
 	b := startWith(t, dsn, clock, server.Options{})
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
-	expect(t, v, `["granted", 1, 1100]`)
+	expect(t, v, granted(1, 1000, 1100))
 
 	listening := func() bool { return ss.listening() == 2 }
 	testutil.Eventually(t, 5*time.Second, "the listeners never connected", listening)
@@ -120,27 +121,27 @@ func TestSharedSurvivesLostConnection(t *testing.T) {
 		t.Fatalf("terminated %d connections, want at least 4", killed)
 	}
 
-	expect(t, retry(a, "GET", "/v1/inspect?lock=L", nil), `{"holders": [["x", "exclusive", 1, 1100]], "queue": []}`)
+	expect(t, retry(a, "GET", "/v1/inspect?lock=L", nil), `{"lock": "L", "holders": [{"client": "x", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": []}`)
 	retry(b, "GET", "/v1/inspect?lock=L", nil)
 	testutil.Eventually(t, 5*time.Second, "the listeners never reconnected", listening)
 	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
 	a.waitQueued("y")
-	expect(t, retry(a, "POST", "/v1/release", map[string]any{"client": "x", "lock": "L"}), `"released"`)
-	expect(t, receive(t, ch), `["granted", 2, 1030]`)
+	expect(t, retry(a, "POST", "/v1/release", map[string]any{"client": "x", "lock": "L"}), `{"outcome": "released"}`)
+	expect(t, receive(t, ch), granted(2, 1000, 1030))
 }
 
-// TestSharedStaleNewsOfEarlierWait: a client withdraws through one server
+// TestPeersStaleNewsOfEarlierWait: a client withdraws through one server
 // and at once waits again, for the same lock, through the other. The news
 // of the withdrawal reaches the second server after its new wait began; it
 // concerns the earlier queue entry, and must not answer the new wait.
-func TestSharedStaleNewsOfEarlierWait(t *testing.T) {
+func TestPeersStaleNewsOfEarlierWait(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	clock := server.NewManualClock(time.Unix(1000, 0))
 	a := startWith(t, dsn, clock, server.Options{})
 	b := startWith(t, dsn, clock, server.Options{})
 	a.call("POST", "/v1/acquire", map[string]any{"client": "holder", "lock": "L", "ttl": 600})
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "c", "lock": "L", "ttl": 10})
-	expect(t, v, `["queued", 1]`)
+	expect(t, v, `{"outcome": "queued", "position": 1}`)
 
 	// Hold the lock every transaction takes, so that b's release and a's
 	// acquire queue up behind it in that order.
@@ -168,7 +169,7 @@ func TestSharedStaleNewsOfEarlierWait(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, receive(t, released), `"withdrawn"`)
+	expect(t, receive(t, released), `{"outcome": "withdrawn"}`)
 	a.waitQueued("c")
 	select {
 	case v := <-ch:
@@ -177,24 +178,24 @@ func TestSharedStaleNewsOfEarlierWait(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 	clock.Advance(6 * time.Second)
-	expect(t, receive(t, ch), `["queued", 1]`)
+	expect(t, receive(t, ch), `{"outcome": "queued", "position": 1}`)
 }
 
-// TestSharedSkewedClocks: two servers whose clocks are an hour apart, both
+// TestPeersSkewedClocks: two servers whose clocks are an hour apart, both
 // taking time from the database, answer with the database's time, agree on
 // when a lease ends, and hand it over at that instant: one grants, the
 // other's lapse timer, set by its own clock, retires it.
-func TestSharedSkewedClocks(t *testing.T) {
+func TestPeersSkewedClocks(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	now := time.Now()
 	a := startWith(t, dsn, server.NewManualClock(now.Add(-time.Hour)), server.Options{TimeFromDatabase: true})
 	b := startWith(t, dsn, server.NewManualClock(now.Add(time.Hour)), server.Options{TimeFromDatabase: true})
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 2})
-	res, _ := v.([]any)
-	if len(res) != 3 || res[0] != "granted" {
+	res := as[lk.AcquireResult](t, v)
+	if res.Outcome != lk.Granted || res.Token != 1 || res.ExpiresAt != res.GrantedAt+2 {
 		t.Fatalf("acquire through a: %v", v)
 	}
-	expires, _ := res[2].(json.Number).Int64()
+	expires := res.ExpiresAt
 	if d := expires - now.Unix(); d < 1 || d > 4 {
 		t.Fatalf("expires_at %d is %d s from now, want the database's time plus 2", expires, d)
 	}
@@ -220,15 +221,15 @@ func TestSharedSkewedClocks(t *testing.T) {
 	if early := time.Unix(expires, 0).Sub(time.Now()); early > 100*time.Millisecond {
 		t.Errorf("handed over %v before the lease ended", early)
 	}
-	expect(t, got, fmt.Sprintf(`["granted", 2, %d]`, expires+30))
+	expect(t, got, granted(2, expires, expires+30))
 }
 
-// TestSharedWaitSurvivesLostConnection: PostgreSQL ends the server's
+// TestPeersWaitSurvivesLostConnection: PostgreSQL ends the server's
 // connections while a client's acquire is blocked. The listener reconnects
 // and the wait reads its state, through a connection that is gone too at
 // first: the client is still queued, so the wait goes on, and is granted
 // when the lock is released.
-func TestSharedWaitSurvivesLostConnection(t *testing.T) {
+func TestPeersWaitSurvivesLostConnection(t *testing.T) {
 	ss, dsn := newSessions(t)
 	a := startWith(t, dsn, server.NewManualClock(time.Unix(1000, 0)), server.Options{})
 	a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
@@ -244,16 +245,16 @@ func TestSharedWaitSurvivesLostConnection(t *testing.T) {
 		t.Fatalf("the blocked acquire was answered %s while its client is still queued", g)
 	case <-time.After(500 * time.Millisecond):
 	}
-	expect(t, retry(a, "POST", "/v1/release", map[string]any{"client": "x", "lock": "L"}), `"released"`)
-	expect(t, receive(t, ch), `["granted", 2, 1030]`)
+	expect(t, retry(a, "POST", "/v1/release", map[string]any{"client": "x", "lock": "L"}), `{"outcome": "released"}`)
+	expect(t, receive(t, ch), granted(2, 1000, 1030))
 }
 
-// TestSharedLeavesReadOnlySession: after a failover a server may reach a
+// TestPeersLeavesReadOnlySession: after a failover a server may reach a
 // database that takes no writes (a standby, or here a database made read
 // only). Its answers are 503 meanwhile, and once the database takes writes
 // again it goes on, though its read-only connection still answered pings:
 // a connection refused a write is replaced, not kept.
-func TestSharedLeavesReadOnlySession(t *testing.T) {
+func TestPeersLeavesReadOnlySession(t *testing.T) {
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, pgtest.DSN(t))
 	if err != nil {
@@ -275,7 +276,7 @@ func TestSharedLeavesReadOnlySession(t *testing.T) {
 	u.RawQuery = q.Encode()
 	f := startWith(t, u.String(), server.NewManualClock(time.Unix(1000, 0)), server.Options{})
 	_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
-	expect(t, v, `["granted", 1, 1100]`)
+	expect(t, v, granted(1, 1000, 1100))
 
 	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" SET default_transaction_read_only = on"); err != nil {
 		t.Fatal(err)
@@ -288,6 +289,7 @@ func TestSharedLeavesReadOnlySession(t *testing.T) {
 		if status != http.StatusServiceUnavailable {
 			t.Fatalf("on a read-only database: HTTP %d %v, want 503", status, v)
 		}
+		expectError(t, status, v, lk.CodeUnavailable)
 	}
 	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" RESET default_transaction_read_only"); err != nil {
 		t.Fatal(err)
@@ -295,7 +297,7 @@ func TestSharedLeavesReadOnlySession(t *testing.T) {
 	for i := 0; ; i++ {
 		status, v := f.call("GET", "/v1/inspect?lock=L", nil)
 		if status == http.StatusOK {
-			expect(t, v, `{"holders": [["x", "exclusive", 1, 1100]], "queue": []}`)
+			expect(t, v, `{"lock": "L", "holders": [{"client": "x", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": []}`)
 			break
 		}
 		if i == 20 {
@@ -354,7 +356,7 @@ func retry(f *fixture, method, path string, body map[string]any) any {
 		if status != http.StatusServiceUnavailable {
 			return v
 		}
-		expect(f.t, v, `"error: unavailable"`)
+		expectError(f.t, status, v, lk.CodeUnavailable)
 		time.Sleep(50 * time.Millisecond)
 	}
 	f.t.Fatalf("%s %s: still unavailable after 10 tries", method, path)

@@ -3,6 +3,10 @@
 // backwards, retires leases at their expiry with a timer (no request needs to
 // arrive), and answers blocked acquires when their client is granted or
 // aborted.
+//
+// It is part of leasekeeper's implementation, not meant for import by other
+// modules: its API is not stable. Programs use package leasekeeper's types and
+// package client.
 package server
 
 import (
@@ -19,17 +23,16 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // Options configure a Server.
 type Options struct {
-	// Clock is the time source; nil means the real clock. On a shared
-	// database, when Clock is nil or TimeFromDatabase is set, ts comes from
+	// Clock is the time source; nil means the real clock. On a database
+	// with peers, when Clock is nil or TimeFromDatabase is set, ts comes from
 	// the database's clock and Clock only sets timers.
 	Clock Clock
-	// TimeFromDatabase makes a server on a shared database take ts from
+	// TimeFromDatabase makes a server on a database with peers take ts from
 	// the database even with a Clock of its own (tests of skewed clocks).
 	TimeFromDatabase bool
 	// Logger receives operational messages; nil discards them.
@@ -65,7 +68,7 @@ type Server struct {
 	// committerDone is closed when the committer has stopped.
 	committerDone chan struct{}
 
-	// dbClock: time is the shared database's clock (service.DatabaseTime),
+	// dbClock: time is the common database's clock (service.DatabaseTime),
 	// not this machine's; offset is how far the database's clock was ahead
 	// of this machine's at the last group, for setting the lapse timer.
 	dbClock bool
@@ -76,8 +79,8 @@ type Server struct {
 }
 
 // New returns a server for svc and starts its lapse timer. svc must not be
-// used by anything else in this process while the server runs. On a shared
-// (PostgreSQL) database other servers may use it too: this one then takes
+// used by anything else in this process while the server runs. On a database
+// with peers (PostgreSQL), other servers may use it too: this one then takes
 // its time from the database's clock unless opts.Clock is set, and listens
 // for the other servers' events.
 func New(svc *service.Service, opts Options) *Server {
@@ -86,7 +89,7 @@ func New(svc *service.Service, opts Options) *Server {
 	if s.clock == nil {
 		s.clock = realClock{}
 	}
-	s.dbClock = svc.Shared() && (opts.Clock == nil || opts.TimeFromDatabase)
+	s.dbClock = svc.HasPeers() && (opts.Clock == nil || opts.TimeFromDatabase)
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -98,12 +101,12 @@ func New(svc *service.Service, opts Options) *Server {
 	s.draining = make(chan struct{})
 	s.calls = make(chan *call, maxGroup)
 	s.committerDone = make(chan struct{})
-	svc.Notify(s.dispatch)
+	svc.OnCommit(s.dispatch)
 	s.routes()
 	s.loopWG.Add(2)
 	go s.lapseLoop()
 	go s.commitLoop()
-	if svc.Shared() {
+	if svc.HasPeers() {
 		s.loopWG.Add(1)
 		go s.listenLoop()
 	}
@@ -116,10 +119,10 @@ func (s *Server) Handler() http.Handler { return s.observed(s.mux) }
 // Counts returns how many locks have holders and how many clients wait, now:
 // for a metrics gauge. It costs a pass over the live leases and queue.
 func (s *Server) Counts(ctx context.Context) (held, waiting int64, err error) {
-	_, err = s.submit(ctx, "counts", func(ctx context.Context, ts int64) (any, error) {
+	err = s.submit(ctx, "counts", func(ctx context.Context, ts int64) error {
 		var err error
 		held, waiting, err = s.svc.Counts(ctx, ts)
-		return nil, err
+		return err
 	})
 	return held, waiting, err
 }
@@ -148,7 +151,7 @@ func (s *Server) Close() error {
 }
 
 // tick returns the ts for an operation starting now: the clock in whole
-// seconds, never below the last ts used, nor, on a shared database, below
+// seconds, never below the last ts used, nor, on a database with peers, below
 // the time other servers moved the service to. Callers run in a group.
 func (s *Server) tick() int64 {
 	var ts int64
@@ -158,7 +161,7 @@ func (s *Server) tick() int64 {
 	} else {
 		ts = s.clock.Now().Unix()
 	}
-	if c, ok := s.svc.Clock(); ok && s.svc.Shared() && c > ts {
+	if c, ok := s.svc.Clock(); ok && s.svc.HasPeers() && c > ts {
 		ts = c
 	}
 	if last := s.lastTS.Load(); ts < last {
@@ -177,8 +180,7 @@ func (s *Server) now() time.Time {
 // the committer gives it.
 type call struct {
 	name string // for the log
-	exec func(ctx context.Context, ts int64) (any, error)
-	res  any
+	exec func(ctx context.Context, ts int64) error
 	err  error
 	done chan struct{}
 }
@@ -189,27 +191,26 @@ const maxGroup = 512
 // ErrClosed is returned for operations submitted after Close.
 var ErrClosed = errors.New("server closed")
 
-// do runs one contract operation (without its ts) at the server's time and
-// returns its result, through the same validation as `leasekeeper run`. It
-// returns once the operation is durable.
-func (s *Server) do(ctx context.Context, name string, args ...any) (any, error) {
-	return s.submit(ctx, name, func(ctx context.Context, ts int64) (any, error) {
-		res, err := harness.Run(ctx, s.svc, []any{append([]any{name, ts}, args...)})
-		if err != nil {
-			return nil, err
-		}
-		return res[0], nil
+// run runs exec at the server's time in the next group commit and returns
+// its result once the group is durable.
+func run[R any](s *Server, ctx context.Context, name string, exec func(ctx context.Context, ts int64) (R, error)) (R, error) {
+	var res R
+	err := s.submit(ctx, name, func(ctx context.Context, ts int64) error {
+		var err error
+		res, err = exec(ctx, ts)
+		return err
 	})
+	return res, err
 }
 
 // submit hands exec to the committer, which runs it at the server's time in
 // the next group, and returns its result once the group is durable.
-func (s *Server) submit(ctx context.Context, name string, exec func(ctx context.Context, ts int64) (any, error)) (any, error) {
+func (s *Server) submit(ctx context.Context, name string, exec func(ctx context.Context, ts int64) error) error {
 	c := &call{name: name, exec: exec, done: make(chan struct{})}
 	select {
 	case s.calls <- c:
 	case <-s.ctx.Done():
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	// Once submitted, an operation runs whether or not its caller still
 	// listens: the caller learns its fate only here. A call the committer
@@ -220,11 +221,11 @@ func (s *Server) submit(ctx context.Context, name string, exec func(ctx context.
 		select {
 		case <-c.done:
 		default:
-			return nil, ErrClosed
+			return ErrClosed
 		}
 	}
 	s.poke()
-	return c.res, c.err
+	return c.err
 }
 
 // commitLoop is group commit: it takes whatever operations are waiting, runs
@@ -273,7 +274,7 @@ func (s *Server) commitLoop() {
 		}
 		for _, c := range group {
 			if err != nil {
-				c.res, c.err = nil, err
+				c.err = err
 			}
 			close(c.done)
 		}
@@ -282,15 +283,15 @@ func (s *Server) commitLoop() {
 
 // run executes one call inside the committer's group. A panic is a bug, but
 // it must not take the server down: its savepoint is already rolled back, the
-// call answers "error: internal", and the rest of the group goes on.
+// call answers an internal error, and the rest of the group goes on.
 func (s *Server) run(ctx context.Context, c *call) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("operation panicked", "op", c.name, "panic", p, "stack", string(debug.Stack()))
-			c.res, c.err = nil, fmt.Errorf("operation %s panicked: %v", c.name, p)
+			c.err = fmt.Errorf("operation %s panicked: %v", c.name, p)
 		}
 	}()
-	c.res, c.err = c.exec(ctx, s.tick())
+	c.err = c.exec(ctx, s.tick())
 }
 
 // poke tells the lapse loop that the next expiry may have changed.
@@ -339,8 +340,8 @@ func (s *Server) lapseLoop() {
 		case <-s.kick:
 		case <-fire:
 			armed, firedFor = false, armedFor
-			_, err := s.submit(s.ctx, "lapse", func(ctx context.Context, ts int64) (any, error) {
-				return nil, s.svc.Advance(ctx, ts)
+			err := s.submit(s.ctx, "lapse", func(ctx context.Context, ts int64) error {
+				return s.svc.Advance(ctx, ts)
 			})
 			if err != nil && s.ctx.Err() == nil {
 				level := slog.LevelError
@@ -357,7 +358,7 @@ func (s *Server) lapseLoop() {
 	}
 }
 
-// listenLoop hears what the other servers on a shared database did, to wake
+// listenLoop hears what the other servers on the database (its peers) did, to wake
 // this server's blocked acquires and move its lapse timer.
 func (s *Server) listenLoop() {
 	defer s.loopWG.Done()

@@ -11,12 +11,16 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/server"
@@ -31,6 +35,13 @@ type fixture struct {
 	path  string
 	stop  func() // shuts the server down and closes the database; idempotent
 	svc   *service.Service
+	hc    *http.Client // checks every answer against docs/openapi.json
+}
+
+// validated is an HTTP client whose every answer is checked against the
+// API's OpenAPI document, a mismatch failing t.
+func validated(t *testing.T) *http.Client {
+	return &http.Client{Transport: apitest.New(t).Transport(t, nil)}
 }
 
 func start(t *testing.T, at int64) *fixture {
@@ -65,10 +76,12 @@ func startWith(t *testing.T, path string, clock *server.ManualClock, opts server
 		})
 	}
 	t.Cleanup(stop)
-	return &fixture{t: t, clock: clock, url: hs.URL, path: path, stop: stop, svc: svc}
+	return &fixture{t: t, clock: clock, url: hs.URL, path: path, stop: stop, svc: svc, hc: validated(t)}
 }
 
-// call sends one request and returns the status and the decoded body.
+// call sends one request and returns the status and the decoded body, its
+// numbers as json.Number. The answer has been checked against the OpenAPI
+// document.
 func (f *fixture) call(method, path string, body any) (int, any) {
 	f.t.Helper()
 	var rd io.Reader
@@ -83,7 +96,7 @@ func (f *fixture) call(method, path string, body any) (int, any) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.hc.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -131,16 +144,83 @@ func request(op []any) (method, path string, body map[string]any, ok bool) {
 	return "POST", "/v1/" + name, body, true
 }
 
+// tuple turns the answer to the contract operation name into the contract's
+// result, as `leasekeeper run` prints it: an error object into "error: "
+// and its code's text, a result object, read strictly into the operation's
+// result type, into harness.Tuple of it. An error answer must carry a
+// message and the status of its code.
+func tuple(name string, status int, answer any) (any, error) {
+	b, err := json.Marshal(answer)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		var e struct {
+			Code    lk.ErrorCode `json:"error"`
+			Message string       `json:"message"`
+		}
+		if err := strictly(b, &e); err != nil || e.Code == "" || e.Message == "" {
+			return nil, fmt.Errorf("HTTP %d answered %s, not an error object with a code and a message", status, b)
+		}
+		if want := server.StatusOf(e.Code); status != want {
+			return nil, fmt.Errorf("HTTP %d for %s, want %d", status, b, want)
+		}
+		return "error: " + e.Code.Text(), nil
+	}
+	var res any
+	switch name {
+	case "acquire":
+		res, err = decodeAs[lk.AcquireResult](b)
+	case "renew":
+		res, err = decodeAs[lk.RenewResult](b)
+	case "release":
+		res, err = decodeAs[lk.ReleaseResult](b)
+	case "write":
+		res, err = decodeAs[lk.WriteResult](b)
+	case "read":
+		res, err = decodeAs[lk.ReadResult](b)
+	case "inspect":
+		res, err = decodeAs[lk.InspectResult](b)
+	case "status":
+		res, err = decodeAs[lk.StatusResult](b)
+	default:
+		return nil, fmt.Errorf("no result type for %q", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("HTTP 200 answered %s, not a %s result: %v", b, name, err)
+	}
+	return harness.Tuple(res), nil
+}
+
+// decodeAs reads b as an R, refusing fields R does not have.
+func decodeAs[R any](b []byte) (R, error) {
+	var r R
+	err := strictly(b, &r)
+	return r, err
+}
+
+func strictly(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("data after the JSON value")
+	}
+	return nil
+}
+
 // TestGoldenOverHTTP replays every golden case that has an HTTP form through
 // the API, the manual clock set to each operation's ts, and compares the
-// bodies with the hand-derived results.
+// answers, as the contract's results (tuple), with the hand-derived ones.
 func TestGoldenOverHTTP(t *testing.T) {
 	replayed := 0
 	for _, c := range testutil.GoldenCases(t) {
 		type step struct {
-			ts           int64
-			method, path string
-			body         map[string]any
+			ts                 int64
+			name, method, path string
+			body               map[string]any
 		}
 		var steps []step
 		last, usable := int64(0), true
@@ -163,7 +243,7 @@ func TestGoldenOverHTTP(t *testing.T) {
 				break
 			}
 			last = ts
-			steps = append(steps, step{ts, method, path, body})
+			steps = append(steps, step{ts, op[0].(string), method, path, body})
 		}
 		if !usable {
 			continue
@@ -180,14 +260,17 @@ func TestGoldenOverHTTP(t *testing.T) {
 				}
 				for i, s := range steps {
 					f.clock.Set(time.Unix(s.ts, 0))
-					status, got := f.call(s.method, s.path, s.body)
+					status, answer := f.call(s.method, s.path, s.body)
+					got, err := tuple(s.name, status, answer)
+					if err != nil {
+						t.Errorf("op %d %v: %v", i, c.Ops[i], err)
+						continue
+					}
 					if !harness.Equal(got, c.Want[i]) {
 						w, _ := json.Marshal(c.Want[i])
 						g, _ := json.Marshal(got)
-						t.Errorf("op %d %v: got %s (HTTP %d), want %s", i, c.Ops[i], g, status, w)
-					}
-					if str, _ := got.(string); strings.HasPrefix(str, "error: ") == (status == http.StatusOK) {
-						t.Errorf("op %d: HTTP %d for %v", i, status, got)
+						a, _ := json.Marshal(answer)
+						t.Errorf("op %d %v: got %s (HTTP %d %s), want %s", i, c.Ops[i], g, status, a, w)
 					}
 				}
 			})
@@ -233,16 +316,39 @@ func receive(t *testing.T, ch <-chan any) any {
 	}
 }
 
+// expect checks an answer against the JSON want: the same fields, no
+// others, numbers by value.
 func expect(t *testing.T, got any, want string) {
 	t.Helper()
-	var w any
-	dec := json.NewDecoder(strings.NewReader(want))
-	dec.UseNumber()
-	dec.Decode(&w)
-	if !harness.Equal(got, w) {
+	if !harness.Equal(got, mustJSON(want)) {
 		g, _ := json.Marshal(got)
 		t.Errorf("got %s, want %s", g, want)
 	}
+}
+
+// expectError checks an error answer: the status of code, the error object
+// {"error": code, "message": ...} and nothing else, a message that says each
+// of says.
+func expectError(t *testing.T, status int, got any, code lk.ErrorCode, says ...string) {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	m, _ := got.(map[string]any)
+	msg, _ := m["message"].(string)
+	if status != server.StatusOf(code) || len(m) != 2 || m["error"] != string(code) || msg == "" {
+		t.Errorf("got HTTP %d %s, want %d {\"error\": %q, \"message\": ...}", status, g, server.StatusOf(code), code)
+		return
+	}
+	for _, s := range says {
+		if !strings.Contains(msg, s) {
+			t.Errorf("%s: the message does not say %q", g, s)
+		}
+	}
+}
+
+// granted is the answer of an acquire granted token from grantedAt to
+// expiresAt.
+func granted(token, grantedAt, expiresAt int64) string {
+	return fmt.Sprintf(`{"outcome": "granted", "token": %d, "granted_at": %d, "expires_at": %d}`, token, grantedAt, expiresAt)
 }
 
 // TestBlockedAcquireWokenAtHandOver: with no request arriving, the lapse
@@ -252,13 +358,13 @@ func expect(t *testing.T, got any, want string) {
 func TestBlockedAcquireWokenAtHandOver(t *testing.T) {
 	f := start(t, 1000)
 	_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L", "ttl": 10})
-	expect(t, v, `["granted", 1, 1010]`)
+	expect(t, v, granted(1, 1000, 1010))
 	ch := f.acquireAsync(map[string]any{"client": "b", "lock": "L", "ttl": 30, "wait": 600})
 	f.waitQueued("b")
 	f.clock.Set(time.Unix(1025, 0)) // 15 s after a's lease ended
-	expect(t, receive(t, ch), `["granted", 2, 1040]`)
+	expect(t, receive(t, ch), granted(2, 1010, 1040))
 	_, v = f.call("GET", "/v1/inspect?lock=L", nil)
-	expect(t, v, `{"holders": [["b", "exclusive", 2, 1040]], "queue": []}`)
+	expect(t, v, `{"lock": "L", "holders": [{"client": "b", "mode": "exclusive", "token": 2, "expires_at": 1040}], "queue": []}`)
 }
 
 // TestBlockedAcquireDeadlockVictim: a blocked acquire whose client another
@@ -270,8 +376,9 @@ func TestBlockedAcquireDeadlockVictim(t *testing.T) {
 	ch := f.acquireAsync(map[string]any{"client": "y", "lock": "L1", "ttl": 100, "wait": 600})
 	f.waitQueued("y")
 	_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L2", "ttl": 100})
-	expect(t, v, `["granted", 2, 100, ["y"]]`) // y (age 2) is younger: aborted, its L2 goes to x
-	expect(t, receive(t, ch), `["deadlock", ["y"]]`)
+	// y (age 2) is younger: aborted, its L2 goes to x
+	expect(t, v, `{"outcome": "granted", "token": 2, "granted_at": 0, "expires_at": 100, "victims": ["y"]}`)
+	expect(t, receive(t, ch), `{"outcome": "deadlock", "victims": ["y"]}`)
 }
 
 // TestWaitRunsOut: still queued when the wait ends, the answer is the
@@ -284,9 +391,9 @@ func TestWaitRunsOut(t *testing.T) {
 	f.waitQueued("c")
 	f.call("POST", "/v1/release", map[string]any{"client": "b", "lock": "L"}) // c moves up
 	f.clock.Set(time.Unix(6, 0))
-	expect(t, receive(t, ch), `["queued", 1]`)
+	expect(t, receive(t, ch), `{"outcome": "queued", "position": 1}`)
 	_, v := f.call("GET", "/v1/status?client=c", nil)
-	expect(t, v, `{"age": 3, "holds": [], "waiting": "L"}`)
+	expect(t, v, `{"client": "c", "age": 3, "holds": [], "waiting": {"lock": "L", "position": 1}}`)
 }
 
 // TestWithdrawnWhileWaiting: a release of the waiting client from elsewhere
@@ -297,60 +404,303 @@ func TestWithdrawnWhileWaiting(t *testing.T) {
 	ch := f.acquireAsync(map[string]any{"client": "b", "lock": "L", "ttl": 10, "wait": 600})
 	f.waitQueued("b")
 	_, v := f.call("POST", "/v1/release", map[string]any{"client": "b", "lock": "L"})
-	expect(t, v, `"withdrawn"`)
-	expect(t, receive(t, ch), `"withdrawn"`)
+	expect(t, v, `{"outcome": "withdrawn"}`)
+	expect(t, receive(t, ch), `{"outcome": "withdrawn"}`)
+}
+
+// raw sends body as it is and returns the status and the decoded answer,
+// checked against the OpenAPI document.
+func (f *fixture) raw(method, path, body string) (int, any) {
+	f.t.Helper()
+	req, err := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		f.t.Fatalf("%s %s: body %q is not JSON: %v", method, path, b, err)
+	}
+	return resp.StatusCode, v
 }
 
 // TestBadRequests: malformed, oversized and out-of-limit requests get a 4xx
 // with a clear error and change nothing; the server goes on serving.
 func TestBadRequests(t *testing.T) {
 	f := start(t, 0)
-	raw := func(method, path, body string) (int, string) {
-		req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, strings.TrimSpace(string(b))
-	}
 	long := strings.Repeat("x", server.MaxNameBytes+1)
 	for _, c := range []struct {
 		method, path, body string
-		status             int
-		prefix             string
+		code               lk.ErrorCode
+		says               string
 	}{
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10`, 400, `"error: invalid arguments`},
-		{"POST", "/v1/acquire", `[1, 2]`, 400, `"error: invalid arguments`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10} {}`, 400, `"error: invalid arguments`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": "10"}`, 400, `"error: invalid arguments"`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10.0}`, 400, `"error: invalid arguments"`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 0}`, 400, `"error: invalid ttl"`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "mode": "Shared"}`, 400, `"error: invalid arguments"`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": -1}`, 400, `"error: invalid arguments: wait`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": 3601}`, 400, `"error: invalid arguments: wait`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": 4611686018427387904}`, 400, `"error: invalid arguments: wait`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": 1e1}`, 400, `"error: invalid arguments: wait`},
-		{"POST", "/v1/acquire", `{"client": "a", "lock": "` + long + `", "ttl": 10}`, 400, `"error: invalid arguments: lock is longer`},
-		{"GET", "/v1/inspect?lock=" + long, ``, 400, `"error: invalid arguments: lock is longer`},
-		{"POST", "/v1/write", `{"lock": "L", "key": "k", "value": "` + strings.Repeat("v", server.MaxValueBytes+1) + `", "token": 1}`, 400, `"error: invalid arguments: value is longer`},
-		{"POST", "/v1/write", `{"lock": "L", "key": "k", "value": "` + strings.Repeat("v", server.MaxBodyBytes) + `", "token": 1}`, 413, `"error: request body too large"`},
-		{"POST", "/v1/write", `{"lock": "L", "key": "k", "value": "v", "token": 0}`, 400, `"error: invalid arguments"`},
-		{"POST", "/v1/renew", `{"client": "a", "lock": "L", "ttl": 10}`, 409, `"error: not holder"`},
-		{"GET", "/v1/acquire", ``, 405, `"error: method not allowed"`},
-		{"DELETE", "/v1/locks", ``, 405, `"error: method not allowed"`},
-		{"GET", "/v2/anything", ``, 404, `"error: not found"`},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10`, lk.CodeInvalidArguments, "the body must be a JSON object"},
+		{"POST", "/v1/acquire", `[1, 2]`, lk.CodeInvalidArguments, "the body must be a JSON object"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10} {}`, lk.CodeInvalidArguments, "unexpected data after the JSON object"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": "10"}`, lk.CodeInvalidArguments, "ttl must be an integer"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10.0}`, lk.CodeInvalidArguments, "ttl must be an integer"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 0}`, lk.CodeInvalidTTL, "ttl must be from 1 to 86400 seconds"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "mode": "Shared"}`, lk.CodeInvalidArguments, "mode"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": -1}`, lk.CodeInvalidArguments, "wait"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": 3601}`, lk.CodeInvalidArguments, "wait"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": 4611686018427387904}`, lk.CodeInvalidArguments, "wait"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "wait": 1e1}`, lk.CodeInvalidArguments, "wait"},
+		{"POST", "/v1/acquire", `{"client": "a", "lock": "` + long + `", "ttl": 10}`, lk.CodeInvalidArguments, "lock is longer than 256 bytes"},
+		{"GET", "/v1/inspect?lock=" + long, ``, lk.CodeInvalidArguments, "lock is longer than 256 bytes"},
+		{"POST", "/v1/write", `{"lock": "L", "key": "k", "value": "` + strings.Repeat("v", server.MaxValueBytes+1) + `", "token": 1}`, lk.CodeInvalidArguments, "value is longer than 65536 bytes"},
+		{"POST", "/v1/write", `{"lock": "L", "key": "k", "value": "` + strings.Repeat("v", server.MaxBodyBytes) + `", "token": 1}`, lk.CodeBodyTooLarge, "131072"},
+		{"POST", "/v1/write", `{"lock": "L", "key": "k", "value": "v", "token": 0}`, lk.CodeInvalidArguments, "token"},
+		{"POST", "/v1/renew", `{"client": "a", "lock": "L", "ttl": 10}`, lk.CodeNotHolder, ""},
+		{"GET", "/v1/acquire", ``, lk.CodeMethodNotAllowed, "POST"},
+		{"DELETE", "/v1/locks", ``, lk.CodeMethodNotAllowed, "GET"},
+		{"GET", "/v2/anything", ``, lk.CodeNotFound, "/v2/anything"},
 	} {
-		status, body := raw(c.method, c.path, c.body)
-		if status != c.status || !strings.HasPrefix(body, c.prefix) {
-			t.Errorf("%s %s %.60s: HTTP %d %.120s; want %d %s", c.method, c.path, c.body, status, body, c.status, c.prefix)
-		}
+		t.Run(fmt.Sprintf("%s %.40s %.40s", c.method, c.path, c.body), func(t *testing.T) {
+			status, v := f.raw(c.method, c.path, c.body)
+			expectError(t, status, v, c.code, c.says)
+		})
 	}
 	_, v := f.call("GET", "/v1/locks", nil)
-	expect(t, v, `[]`)
+	expect(t, v, `{"locks": [], "next": null}`)
 	_, v = f.call("GET", "/v1/status?client=a", nil)
-	expect(t, v, `{"age": null, "holds": [], "waiting": null}`)
+	expect(t, v, `{"client": "a", "age": null, "holds": [], "waiting": null}`)
+}
+
+// TestErrorMessages: each refused request answers the code of what is
+// wrong with a message that names the field (or the path), and changes
+// nothing.
+func TestErrorMessages(t *testing.T) {
+	f := start(t, 1000)
+	for _, c := range []struct {
+		name, method, path, body string
+		code                     lk.ErrorCode
+		says                     []string
+	}{
+		{"null body", "POST", "/v1/acquire", `null`, lk.CodeInvalidArguments,
+			[]string{"the body must be a JSON object, got null"}},
+		{"empty lock", "POST", "/v1/acquire", `{"client": "a", "lock": "", "ttl": 10}`, lk.CodeInvalidArguments,
+			[]string{"lock must be a non-empty string"}},
+		{"empty client", "POST", "/v1/acquire", `{"client": "", "lock": "L", "ttl": 10}`, lk.CodeInvalidArguments,
+			[]string{"client must be a non-empty string"}},
+		{"empty client of renew", "POST", "/v1/renew", `{"client": "", "lock": "L", "ttl": 10}`, lk.CodeInvalidArguments,
+			[]string{"client must be a non-empty string"}},
+		{"empty lock of inspect", "GET", "/v1/inspect?lock=", ``, lk.CodeInvalidArguments,
+			[]string{"lock must be a non-empty string"}},
+		{"missing ttl", "POST", "/v1/acquire", `{"client": "a", "lock": "L"}`, lk.CodeInvalidArguments,
+			[]string{"ttl", "required"}},
+		{"ttl 0", "POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 0}`, lk.CodeInvalidTTL,
+			[]string{"ttl must be from 1 to 86400 seconds, got 0"}},
+		{"ttl 86401", "POST", "/v1/renew", `{"client": "a", "lock": "L", "ttl": 86401}`, lk.CodeInvalidTTL,
+			[]string{"ttl must be from 1 to 86400 seconds, got 86401"}},
+		{"ttl 30.0", "POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 30.0}`, lk.CodeInvalidArguments,
+			[]string{"ttl must be an integer", "30.0"}},
+		{"bad mode", "POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "mode": "Shared"}`, lk.CodeInvalidArguments,
+			[]string{"mode", `"shared"`, `"exclusive"`, `"Shared"`}},
+		{"mode not a string", "POST", "/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10, "mode": 1}`, lk.CodeInvalidArguments,
+			[]string{"mode", `"shared"`, `"exclusive"`}},
+		{"token 0", "POST", "/v1/write", `{"lock": "L", "key": "k", "value": "v", "token": 0}`, lk.CodeInvalidArguments,
+			[]string{"token must be an integer >= 1, got 0"}},
+		{"unknown path under /v1/v1/", "POST", "/v1/v1/acquire", `{"client": "a", "lock": "L", "ttl": 10}`, lk.CodeNotFound,
+			[]string{"/v1/v1/acquire", "without /v1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, v := f.raw(c.method, c.path, c.body)
+			expectError(t, status, v, c.code, c.says...)
+		})
+	}
+	// A refused request changes nothing: no time used (the clock of
+	// health is the last ts an operation ran at), no client registered,
+	// no lock held.
+	_, v := f.call("GET", "/v1/health", nil)
+	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": null, "version": %q}`, lk.Version))
+	_, v = f.call("GET", "/v1/status?client=a", nil)
+	expect(t, v, `{"client": "a", "age": null, "holds": [], "waiting": null}`)
+	_, v = f.call("GET", "/v1/locks", nil)
+	expect(t, v, `{"locks": [], "next": null}`)
+}
+
+// as reads a decoded answer strictly as an R.
+func as[R any](t *testing.T, v any) R {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	r, err := decodeAs[R](b)
+	if err != nil {
+		t.Fatalf("%s is not a %T: %v", b, r, err)
+	}
+	return r
+}
+
+// TestLocksPaging: GET /v1/locks lists the locks with holders or waiters by
+// name (byte order), a page at a time: 100 by default, next leading to the
+// following page until every lock was shown once; prefix keeps the names
+// that start with it; a limit beyond 1..1000 is refused.
+func TestLocksPaging(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "server.db")
+			if backend == "postgres" {
+				path = pgtest.DSN(t)
+			}
+			f := startOn(t, path, 1000)
+			// Names that share a prefix and one just outside it ('/' sorts
+			// before '0' in bytes, not under a natural-language collation),
+			// and an upper-case one, which bytes sort before lower case.
+			names := []string{"a/1", "a/2", "a0", "b", "B"}
+			for i := len(names); i < 250; i++ {
+				names = append(names, fmt.Sprintf("lock-%03d", i))
+			}
+			holder := map[string]string{}
+			for i := range names {
+				name := names[i*7%len(names)] // not in name order
+				holder[name] = fmt.Sprintf("c%03d", i)
+				status, v := f.call("POST", "/v1/acquire", map[string]any{"client": holder[name], "lock": name, "ttl": 3600})
+				if status != http.StatusOK {
+					t.Fatalf("acquire %s: HTTP %d %v", name, status, v)
+				}
+			}
+			// A waiter on b.
+			_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "w", "lock": "b", "ttl": 10})
+			expect(t, v, `{"outcome": "queued", "position": 1}`)
+			sorted := append([]string(nil), names...)
+			sort.Strings(sorted)
+
+			// list follows the pages from query, and returns the names in
+			// the order shown and each page's length.
+			list := func(query string) (shown []string, pages []int) {
+				t.Helper()
+				after := ""
+				for len(pages) <= len(names) {
+					q := query
+					if after != "" {
+						q += "&after=" + url.QueryEscape(after)
+					}
+					status, v := f.call("GET", "/v1/locks?"+q, nil)
+					if status != http.StatusOK {
+						t.Fatalf("GET /v1/locks?%s: HTTP %d %v", q, status, v)
+					}
+					page := as[lk.LocksResult](t, v)
+					pages = append(pages, len(page.Locks))
+					for _, l := range page.Locks {
+						shown = append(shown, l.Lock)
+						waiting := int64(0)
+						if l.Lock == "b" {
+							waiting = 1
+						}
+						want := lk.LockSummary{Lock: l.Lock, Waiting: waiting, Holders: []lk.Holder{
+							{Client: holder[l.Lock], Mode: lk.Exclusive, Token: 1, ExpiresAt: 4600}}}
+						if !harness.Equal(l, want) {
+							t.Errorf("GET /v1/locks?%s shows %+v, want %+v", q, l, want)
+						}
+					}
+					if page.Next == nil {
+						return shown, pages
+					}
+					if *page.Next == after {
+						t.Fatalf("GET /v1/locks?%s: next is after again, %q", q, after)
+					}
+					after = *page.Next
+				}
+				t.Fatalf("GET /v1/locks?%s: more pages than locks", query)
+				return nil, nil
+			}
+
+			shown, pages := list("")
+			if fmt.Sprint(pages) != "[100 100 50]" {
+				t.Errorf("pages of %v locks, want [100 100 50]", pages)
+			}
+			if !slices.Equal(shown, sorted) {
+				t.Errorf("the pages showed %d locks:\n%q\nwant each of the %d once, in byte order:\n%q", len(shown), shown, len(sorted), sorted)
+			}
+			if shown, pages := list("limit=1000"); !slices.Equal(shown, sorted) || len(pages) != 1 {
+				t.Errorf("limit=1000: pages %v of %q", pages, shown)
+			}
+			if shown, pages := list("limit=250"); !slices.Equal(shown, sorted) || len(pages) != 1 {
+				t.Errorf("limit=250: pages %v of %q", pages, shown)
+			}
+			if shown, pages := list("limit=249"); !slices.Equal(shown, sorted) || fmt.Sprint(pages) != "[249 1]" {
+				t.Errorf("limit=249: pages %v of %q", pages, shown)
+			}
+
+			for _, c := range []struct {
+				query string
+				want  []string
+				pages string
+			}{
+				{"prefix=a", []string{"a/1", "a/2", "a0"}, "[3]"},
+				{"prefix=a/", []string{"a/1", "a/2"}, "[2]"},
+				{"prefix=a0", []string{"a0"}, "[1]"},
+				{"prefix=b", []string{"b"}, "[1]"},
+				{"prefix=B", []string{"B"}, "[1]"},
+				{"prefix=lock-24", []string{"lock-240", "lock-241", "lock-242", "lock-243", "lock-244",
+					"lock-245", "lock-246", "lock-247", "lock-248", "lock-249"}, "[10]"},
+				{"prefix=lock-24&limit=4", []string{"lock-240", "lock-241", "lock-242", "lock-243", "lock-244",
+					"lock-245", "lock-246", "lock-247", "lock-248", "lock-249"}, "[4 4 2]"},
+				{"prefix=a&limit=1", []string{"a/1", "a/2", "a0"}, "[1 1 1]"},
+				{"prefix=a&after=a/1", []string{"a/2", "a0"}, "[2]"},
+				{"prefix=b&after=a", []string{"b"}, "[1]"},
+				{"prefix=a&after=b", nil, "[0]"},
+				{"prefix=zzz", nil, "[0]"},
+				{"prefix=a1", nil, "[0]"},
+			} {
+				shown, pages := list(c.query)
+				if !slices.Equal(shown, c.want) || fmt.Sprint(pages) != c.pages {
+					t.Errorf("GET /v1/locks?%s: pages %v of %q, want pages %s of %q", c.query, pages, shown, c.pages, c.want)
+				}
+			}
+
+			for _, limit := range []string{"1001", "0", "-1", "abc", "1.5"} {
+				status, v := f.call("GET", "/v1/locks?limit="+limit, nil)
+				expectError(t, status, v, lk.CodeInvalidArguments, "limit")
+			}
+		})
+	}
+}
+
+// TestHealthAndOpenAPI: health tells the server's version, and its clock
+// once an operation ran; GET /v1/openapi.json answers the embedded
+// document.
+func TestHealthAndOpenAPI(t *testing.T) {
+	f := start(t, 1000)
+	if lk.Version == "" {
+		t.Fatal("lk.Version is empty")
+	}
+	status, v := f.call("GET", "/v1/health", nil)
+	if status != http.StatusOK {
+		t.Errorf("health: HTTP %d", status)
+	}
+	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": null, "version": %q}`, lk.Version))
+	f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L", "ttl": 10})
+	_, v = f.call("GET", "/v1/health", nil)
+	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": 1000, "version": %q}`, lk.Version))
+
+	resp, err := f.hc.Get(f.url + "/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("GET /v1/openapi.json: HTTP %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !bytes.Equal(b, lk.OpenAPI) {
+		t.Errorf("GET /v1/openapi.json answered %d bytes, not the embedded document's %d", len(b), len(lk.OpenAPI))
+	}
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+		Info    struct {
+			Version string `json:"version"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Errorf("GET /v1/openapi.json: not an OpenAPI 3 document (%v): %.200s", err, b)
+	}
 }
 
 // TestClockNeverRunsBackwards: a clock stepped back, even across a restart
@@ -359,19 +709,20 @@ func TestClockNeverRunsBackwards(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "clock.db")
 	f := startOn(t, path, 5000)
 	_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L", "ttl": 10})
-	expect(t, v, `["granted", 1, 5010]`)
+	expect(t, v, granted(1, 5000, 5010))
 	f.clock.Set(time.Unix(4000, 0))
 	_, v = f.call("POST", "/v1/renew", map[string]any{"client": "a", "lock": "L", "ttl": 10})
-	expect(t, v, `["renewed", 1, 5010]`)
+	expect(t, v, `{"outcome": "renewed", "token": 1, "granted_at": 5000, "expires_at": 5010}`)
+	health := fmt.Sprintf(`{"status": "ok", "clock": 5000, "version": %q}`, lk.Version)
 	_, v = f.call("GET", "/v1/health", nil)
-	expect(t, v, `{"status": "ok", "clock": 5000}`)
+	expect(t, v, health)
 
 	f.stop()
 	g := startOn(t, path, 4000) // restarted with the clock still behind
 	_, v = g.call("GET", "/v1/health", nil)
-	expect(t, v, `{"status": "ok", "clock": 5000}`)
+	expect(t, v, health)
 	_, v = g.call("POST", "/v1/renew", map[string]any{"client": "a", "lock": "L", "ttl": 20})
-	expect(t, v, `["renewed", 1, 5020]`)
+	expect(t, v, `{"outcome": "renewed", "token": 1, "granted_at": 5000, "expires_at": 5020}`)
 }
 
 // TestConcurrentRequestsGroupCommit: hundreds of clients at once, every
@@ -381,7 +732,7 @@ func TestConcurrentRequestsGroupCommit(t *testing.T) {
 	f := start(t, 0)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	tokens := map[string]map[string]bool{}
+	tokens := map[string]map[int64]bool{}
 	const clients, rounds = 200, 5
 	for i := 0; i < clients; i++ {
 		wg.Add(1)
@@ -390,23 +741,23 @@ func TestConcurrentRequestsGroupCommit(t *testing.T) {
 			lock := fmt.Sprintf("L%d", i%8)
 			client := fmt.Sprintf("c%d", i)
 			for j := 0; j < rounds; j++ {
-				_, v := f.call("POST", "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": 100, "mode": "shared"})
-				res, _ := v.([]any)
-				if len(res) < 2 || res[0] != "granted" {
-					t.Errorf("shared acquire: %v", v)
+				status, v := f.call("POST", "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": 100, "mode": "shared"})
+				b, _ := json.Marshal(v)
+				res, err := decodeAs[lk.AcquireResult](b)
+				if status != http.StatusOK || err != nil || res.Outcome != lk.Granted || res.Token < 1 {
+					t.Errorf("shared acquire: HTTP %d %s", status, b)
 					return
 				}
 				mu.Lock()
 				if tokens[lock] == nil {
-					tokens[lock] = map[string]bool{}
+					tokens[lock] = map[int64]bool{}
 				}
-				tok := string(res[1].(json.Number))
-				if tokens[lock][tok] {
-					t.Errorf("token %s of %s issued twice", tok, lock)
+				if tokens[lock][res.Token] {
+					t.Errorf("token %d of %s issued twice", res.Token, lock)
 				}
-				tokens[lock][tok] = true
+				tokens[lock][res.Token] = true
 				mu.Unlock()
-				if _, v := f.call("POST", "/v1/release", map[string]any{"client": client, "lock": lock}); v != "released" {
+				if _, v := f.call("POST", "/v1/release", map[string]any{"client": client, "lock": lock}); !harness.Equal(v, mustJSON(`{"outcome": "released"}`)) {
 					t.Errorf("release: %v", v)
 				}
 			}
@@ -434,10 +785,11 @@ func TestRestartHandsOverLapsedLeases(t *testing.T) {
 	f.stop()
 	// Down from 100 to 200: a ended at 110, b held [110, 130), c got L at 130.
 	g := startOn(t, path, 200)
+	want := mustJSON(`{"locks": [{"lock": "L", "holders": [{"client": "c", "mode": "exclusive", "token": 3, "expires_at": 630}], "waiting": 0}], "next": null}`)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, v := g.call("GET", "/v1/locks", nil)
-		if harness.Equal(v, mustJSON(`[{"lock": "L", "holders": [["c", "exclusive", 3, 630]], "waiting": 0}]`)) {
+		if harness.Equal(v, want) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -470,31 +822,30 @@ func TestRevoke(t *testing.T) {
 	if status != http.StatusOK {
 		t.Errorf("revoke: HTTP %d", status)
 	}
-	expect(t, v, `"revoked"`)
-	expect(t, receive(t, ch), `["granted", 2, 37]`)
+	expect(t, v, `{"outcome": "revoked"}`)
+	expect(t, receive(t, ch), granted(2, 7, 37))
 	status, v = f.call("POST", "/v1/revoke", map[string]any{"client": "a", "lock": "L"})
-	if status != http.StatusConflict {
-		t.Errorf("second revoke: HTTP %d", status)
-	}
-	expect(t, v, `"error: not holder"`)
-	f.call("POST", "/v1/write", map[string]any{"lock": "L", "key": "k", "value": "b", "token": 2})
-	_, v = f.call("POST", "/v1/write", map[string]any{"lock": "L", "key": "k", "value": "a", "token": 1})
-	expect(t, v, `"error: stale token"`)
-	status, _ = f.call("POST", "/v1/revoke", map[string]any{"client": "", "lock": "L"})
-	if status != http.StatusBadRequest {
-		t.Errorf("revoke without a client: HTTP %d", status)
-	}
+	expectError(t, status, v, lk.CodeNotHolder)
+	_, v = f.call("POST", "/v1/write", map[string]any{"lock": "L", "key": "k", "value": "b", "token": 2})
+	expect(t, v, `{"outcome": "ok"}`)
+	status, v = f.call("POST", "/v1/write", map[string]any{"lock": "L", "key": "k", "value": "a", "token": 1})
+	expectError(t, status, v, lk.CodeStaleToken)
+	_, v = f.call("GET", "/v1/read?lock=L&key=k", nil)
+	expect(t, v, `{"value": "b", "token": 2}`)
+	status, v = f.call("POST", "/v1/revoke", map[string]any{"client": "", "lock": "L"})
+	expectError(t, status, v, lk.CodeInvalidArguments, "client")
 }
 
-// denyAll refuses everything but health, to check that every route asks.
+// denyAll refuses everything but health and the OpenAPI document, to check
+// that every route asks.
 type denyAll struct{ asked []server.Access }
 
 func (d *denyAll) Authorize(r *http.Request, a server.Access) *server.Denial {
 	d.asked = append(d.asked, a)
-	if a.Op == "health" {
+	if a.Op == "health" || a.Op == "openapi" {
 		return nil
 	}
-	return &server.Denial{Status: http.StatusForbidden, Code: "forbidden"}
+	return &server.Denial{Code: lk.CodeForbidden, Message: "denyAll refuses " + a.Op}
 }
 
 // TestAuthorizerAsked: every route consults the Authorizer with its
@@ -508,7 +859,7 @@ func TestAuthorizerAsked(t *testing.T) {
 	srv := server.New(svc, server.Options{Authorizer: d, Metrics: http.NotFoundHandler()})
 	hs := httptest.NewServer(srv.Handler())
 	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
-	f := &fixture{t: t, url: hs.URL}
+	f := &fixture{t: t, url: hs.URL, hc: validated(t)}
 	for _, c := range []struct {
 		method, path string
 		body         map[string]any
@@ -527,17 +878,22 @@ func TestAuthorizerAsked(t *testing.T) {
 	} {
 		d.asked = nil
 		status, v := f.call(c.method, c.path, c.body)
-		if status != http.StatusForbidden || v != "error: forbidden" {
-			t.Errorf("%s %s: HTTP %d %v, want 403 error: forbidden", c.method, c.path, status, v)
-		}
+		expectError(t, status, v, lk.CodeForbidden, "denyAll refuses "+c.want.Op)
 		if len(d.asked) != 1 || d.asked[0] != c.want {
 			t.Errorf("%s %s asked %+v, want %+v", c.method, c.path, d.asked, c.want)
 		}
 	}
-	if status, _ := f.call("GET", "/v1/health", nil); status != http.StatusOK {
-		t.Errorf("health: HTTP %d", status)
+	for _, op := range []string{"health", "openapi"} {
+		d.asked = nil
+		path := map[string]string{"health": "/v1/health", "openapi": "/v1/openapi.json"}[op]
+		if status, _ := f.call("GET", path, nil); status != http.StatusOK {
+			t.Errorf("%s: HTTP %d", path, status)
+		}
+		if want := (server.Access{Op: op}); len(d.asked) != 1 || d.asked[0] != want {
+			t.Errorf("GET %s asked %+v, want %+v", path, d.asked, want)
+		}
 	}
-	if st, _ := svc.Status(context.Background(), 0, "a"); st.Age != 0 {
+	if st, _ := svc.Status(context.Background(), 0, lk.StatusRequest{Client: "a"}); st.Age != 0 {
 		t.Errorf("a refused acquire registered the client: %+v", st)
 	}
 }
@@ -566,7 +922,14 @@ func TestCloseWhileSweepQueued(t *testing.T) {
 		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 			t.Fatal(err)
 		}
-		go http.Get(f.url + "/v1/status?client=x") // a group, waiting for the other writer
+		answered := make(chan struct{})
+		go func() { // a group, waiting for the other writer
+			defer close(answered)
+			if resp, err := f.hc.Get(f.url + "/v1/status?client=x"); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
 		time.Sleep(100 * time.Millisecond)
 		f.clock.Set(time.Unix(1010, 0)) // the sweep queues behind that group
 		time.Sleep(100 * time.Millisecond)
@@ -579,6 +942,7 @@ func TestCloseWhileSweepQueued(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("run %d: Close did not return", i)
 		}
+		<-answered
 		conn.Close()
 		other.Close()
 	}
@@ -600,7 +964,7 @@ func TestInvalidUTF8QueryParameter(t *testing.T) {
 			if status != http.StatusOK {
 				t.Fatalf("HTTP %d: %v", status, v)
 			}
-			expect(t, v, `{"age": 1, "holds": [["L", "exclusive", 1, 1100]], "waiting": null}`)
+			expect(t, v, `{"client": "caf\uFFFD", "age": 1, "holds": [{"lock": "L", "mode": "exclusive", "token": 1, "expires_at": 1100}], "waiting": null}`)
 		})
 	}
 }

@@ -12,24 +12,22 @@ import (
 // client waits for a lock or already holds this one. Otherwise the client is
 // registered if it was not, and the request is granted on the spot (empty
 // queue, compatible holders), or queued and checked for deadlock.
-func (s *Service) Acquire(ctx context.Context, ts int64, client, lock string, ttl int64, mode lk.Mode) (lk.AcquireResult, error) {
+func (s *Service) Acquire(ctx context.Context, ts int64, req lk.AcquireRequest) (lk.AcquireResult, error) {
 	var res lk.AcquireResult
+	client, lock, ttl, mode := req.Client, req.Lock, req.TTL, req.Mode
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := checkNames(client, lock); err != nil {
-			return err
-		}
-		if !mode.Valid() {
-			return lk.ErrInvalidArguments
-		}
-		if err := checkTTL(ttl); err != nil {
+		if err := req.Validate(); err != nil {
 			return err
 		}
 		st, err := repo.RequestStateGet(tx, client, lock)
 		if err != nil {
 			return err
 		}
-		if st.WaitingFor != "" || st.HoldsLock {
-			return lk.ErrClientBusy
+		if st.WaitingFor != "" {
+			return lk.Errorf(lk.CodeClientBusy, client+" already waits for "+st.WaitingFor+"; a client waits for one lock at a time")
+		}
+		if st.HoldsLock {
+			return lk.Errorf(lk.CodeClientBusy, client+" already holds "+lock)
 		}
 		if !st.Registered {
 			s.c.LastClientAge++
@@ -45,7 +43,7 @@ func (s *Service) Acquire(ctx context.Context, ts int64, client, lock string, tt
 
 func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64, mode lk.Mode, st repo.RequestState) (lk.AcquireResult, error) {
 	if !st.LockExists || (st.QueueLength == 0 && lk.Compatible(st.HolderMode, mode)) {
-		l := repo.Lease{Lock: lock, Client: client, Mode: mode, Token: st.LastToken + 1,
+		l := repo.LeaseRow{Lock: lock, Client: client, Mode: mode, Token: st.LastToken + 1,
 			GrantedAt: ts, ExpiresAt: lk.AddTime(ts, ttl)}
 		if err := repo.LockGrant(tx, l, !st.LockExists); err != nil {
 			return lk.AcquireResult{}, err
@@ -53,7 +51,7 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		s.noteExpiry(l.ExpiresAt)
 		s.events = append(s.events, Event{Kind: EventGranted, Client: client, Lock: lock, At: ts,
 			Token: l.Token, ExpiresAt: l.ExpiresAt})
-		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, ExpiresAt: l.ExpiresAt}, nil
+		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, GrantedAt: ts, ExpiresAt: l.ExpiresAt}, nil
 	}
 	// D3-D5. A cycle through the requester needs an edge into it (somebody
 	// waits for a lock it holds) and a holder of the requested lock that

@@ -48,7 +48,7 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victim
 		return lk.AcquireResult{}, err
 	}
 	if granted {
-		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, ExpiresAt: l.ExpiresAt, Victims: victims}, nil
+		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, GrantedAt: l.GrantedAt, ExpiresAt: l.ExpiresAt, Victims: victims}, nil
 	}
 	rank, err := repo.QueueRank(tx, r)
 	return lk.AcquireResult{Outcome: lk.Queued, Position: rank, Victims: victims}, err

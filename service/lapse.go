@@ -96,9 +96,9 @@ type handOver struct {
 	queueDone bool             // nothing beyond the loaded part
 	lastToken int64            // the lock's counter, valid once a page was loaded
 
-	granted      int64        // waiters granted here
-	lastPosition int64        // the last granted waiter's queue position
-	survivors    []repo.Lease // grants still live after this operation
+	granted      int64           // waiters granted here
+	lastPosition int64           // the last granted waiter's queue position
+	survivors    []repo.LeaseRow // grants still live after this operation
 }
 
 func (s *Service) newHandOver(tx *repo.Tx, lock string, lapseBy int64) *handOver {
@@ -116,7 +116,7 @@ func (h *handOver) count(m lk.Mode, d int) {
 // run retires the pending leases in time order, granting after each.
 func (h *handOver) run() error {
 	for h.pending.Len() > 0 {
-		l := heap.Pop(&h.pending).(repo.Lease)
+		l := heap.Pop(&h.pending).(repo.LeaseRow)
 		h.count(l.Mode, -1)
 		h.s.events = append(h.s.events, Event{Kind: EventLapsed, Client: l.Client, Lock: l.Lock,
 			At: l.ExpiresAt, Token: l.Token, ExpiresAt: l.ExpiresAt})
@@ -141,7 +141,7 @@ func (h *handOver) grantHeads(at int64) error {
 		h.lastToken++
 		h.granted++
 		h.lastPosition = head.Position
-		l := repo.Lease{Lock: h.lock, Client: head.Client, Mode: head.Mode, Token: h.lastToken,
+		l := repo.LeaseRow{Lock: h.lock, Client: head.Client, Mode: head.Mode, Token: h.lastToken,
 			GrantedAt: at, ExpiresAt: lk.AddTime(at, head.TTL)}
 		h.count(l.Mode, +1)
 		h.s.events = append(h.s.events, Event{Kind: EventGranted, Client: l.Client, Lock: l.Lock,
@@ -214,7 +214,7 @@ func (h *handOver) apply() error {
 
 // lapseHeap orders leases by (expires_at, lock, token), the order in which
 // LeasesExpiredBy returns them.
-type lapseHeap []repo.Lease
+type lapseHeap []repo.LeaseRow
 
 func (h lapseHeap) Len() int { return len(h) }
 func (h lapseHeap) Less(i, j int) bool {
@@ -228,7 +228,7 @@ func (h lapseHeap) Less(i, j int) bool {
 	return a.Token < b.Token
 }
 func (h lapseHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *lapseHeap) Push(x any)   { *h = append(*h, x.(repo.Lease)) }
+func (h *lapseHeap) Push(x any)   { *h = append(*h, x.(repo.LeaseRow)) }
 func (h *lapseHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]

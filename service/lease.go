@@ -10,27 +10,25 @@ import (
 // Renew sets client's lease on lock to end at ts+ttl, keeping its token (L2).
 // It returns lk.ErrInvalidTTL for a ttl out of range, and lk.ErrNotHolder when
 // client holds no live lease on lock.
-func (s *Service) Renew(ctx context.Context, ts int64, client, lock string, ttl int64) (lk.Lease, error) {
-	var out lk.Lease
+func (s *Service) Renew(ctx context.Context, ts int64, req lk.RenewRequest) (lk.RenewResult, error) {
+	var out lk.RenewResult
+	client, lock := req.Client, req.Lock
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := checkNames(client, lock); err != nil {
+		if err := req.Validate(); err != nil {
 			return err
 		}
-		if err := checkTTL(ttl); err != nil {
-			return err
-		}
-		exp := lk.AddTime(ts, ttl)
-		token, found, err := repo.LeaseRenew(tx, lock, client, exp)
+		exp := lk.AddTime(ts, req.TTL)
+		token, grantedAt, found, err := repo.LeaseRenew(tx, lock, client, exp)
 		if err != nil {
 			return err
 		}
 		if !found {
-			return lk.ErrNotHolder
+			return notHolder(client, lock)
 		}
 		s.noteExpiry(exp)
 		s.events = append(s.events, Event{Kind: EventRenewed, Client: client, Lock: lock, At: ts,
 			Token: token, ExpiresAt: exp})
-		out = lk.Lease{Token: token, ExpiresAt: exp}
+		out = lk.RenewResult{Outcome: lk.Renewed, Token: token, GrantedAt: grantedAt, ExpiresAt: exp}
 		return nil
 	})
 	return out, err
@@ -39,10 +37,11 @@ func (s *Service) Renew(ctx context.Context, ts int64, client, lock string, ttl 
 // Release ends client's lease on lock now (lk.Released), or takes a waiting
 // client out of the lock's queue (lk.Withdrawn); either way S3 then runs at ts
 // (L7). Anyone else gets lk.ErrNotHolder.
-func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (lk.ReleaseOutcome, error) {
-	var out lk.ReleaseOutcome
+func (s *Service) Release(ctx context.Context, ts int64, req lk.ReleaseRequest) (lk.ReleaseResult, error) {
+	var out lk.ReleaseResult
+	client, lock := req.Client, req.Lock
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := checkNames(client, lock); err != nil {
+		if err := req.Validate(); err != nil {
 			return err
 		}
 		deleted, err := repo.LeaseDelete(tx, lock, client)
@@ -50,7 +49,7 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 			return err
 		}
 		if deleted {
-			out = lk.Released
+			out.Outcome = lk.Released
 			s.events = append(s.events, Event{Kind: EventReleased, Client: client, Lock: lock, At: ts})
 			err = s.promote(tx, lock, ts)
 			return err
@@ -60,7 +59,7 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 			return err
 		}
 		if waitingFor != lock {
-			return lk.ErrNotHolder
+			return lk.Errorf(lk.CodeNotHolder, client+" neither holds a live lease on "+lock+" nor waits for it")
 		}
 		pos, err := repo.QueueDeleteClient(tx, client)
 		if err != nil {
@@ -69,7 +68,7 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 		if err := repo.LockDequeue(tx, lock); err != nil {
 			return err
 		}
-		out = lk.Withdrawn
+		out.Outcome = lk.Withdrawn
 		s.events = append(s.events, Event{Kind: EventWithdrawn, Client: client, Lock: lock, At: ts, Position: pos})
 		err = s.promote(tx, lock, ts)
 		return err
@@ -81,9 +80,10 @@ func (s *Service) Release(ctx context.Context, ts int64, client, lock string) (l
 // would: the lock is handed over at ts (L3, S3) and the next grant's higher
 // token fences out the revoked holder. It returns lk.ErrNotHolder when client
 // holds no live lease on lock. Who may revoke is the server's business.
-func (s *Service) Revoke(ctx context.Context, ts int64, client, lock string) error {
-	return s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := checkNames(client, lock); err != nil {
+func (s *Service) Revoke(ctx context.Context, ts int64, req lk.RevokeRequest) (lk.RevokeResult, error) {
+	client, lock := req.Client, req.Lock
+	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
+		if err := req.Validate(); err != nil {
 			return err
 		}
 		deleted, err := repo.LeaseDelete(tx, lock, client)
@@ -91,23 +91,33 @@ func (s *Service) Revoke(ctx context.Context, ts int64, client, lock string) err
 			return err
 		}
 		if !deleted {
-			return lk.ErrNotHolder
+			return notHolder(client, lock)
 		}
 		s.events = append(s.events, Event{Kind: EventRevoked, Client: client, Lock: lock, At: ts})
 		return s.promote(tx, lock, ts)
 	})
+	if err != nil {
+		return lk.RevokeResult{}, err
+	}
+	return lk.RevokeResult{Outcome: lk.Revoked}, nil
+}
+
+// notHolder is the error of a renew, release or revoke by a client without
+// a live lease on lock.
+func notHolder(client, lock string) error {
+	return lk.Errorf(lk.CodeNotHolder, client+" holds no live lease on "+lock)
 }
 
 // Inspect returns lock's holders and queue (S4); a lock nobody has used has
 // neither.
-func (s *Service) Inspect(ctx context.Context, ts int64, lock string) (lk.Inspection, error) {
-	var out lk.Inspection
+func (s *Service) Inspect(ctx context.Context, ts int64, req lk.InspectRequest) (lk.InspectResult, error) {
+	var out lk.InspectResult
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := checkNames(lock); err != nil {
+		if err := req.Validate(); err != nil {
 			return err
 		}
 		var err error
-		out, err = repo.LockView(tx, lock)
+		out, err = repo.LockView(tx, req.Lock)
 		return err
 	})
 	return out, err
@@ -115,14 +125,14 @@ func (s *Service) Inspect(ctx context.Context, ts int64, lock string) (lk.Inspec
 
 // Status returns client's age, leases by lock name and the lock it waits for
 // (D6); an unregistered client has age 0 and nothing else.
-func (s *Service) Status(ctx context.Context, ts int64, client string) (lk.ClientStatus, error) {
-	var out lk.ClientStatus
+func (s *Service) Status(ctx context.Context, ts int64, req lk.StatusRequest) (lk.StatusResult, error) {
+	var out lk.StatusResult
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := checkNames(client); err != nil {
+		if err := req.Validate(); err != nil {
 			return err
 		}
 		var err error
-		out, err = repo.ClientView(tx, client)
+		out, err = repo.ClientView(tx, req.Client, !req.WithoutPosition)
 		return err
 	})
 	return out, err

@@ -20,18 +20,19 @@ import (
 // or more.
 const maxPayload = 7900
 
-// Shared reports whether other processes may use the database too
-// (PostgreSQL): see repo.DB.Shared.
-func (s *Service) Shared() bool { return s.shared }
+// HasPeers reports whether other servers may use the database too
+// (PostgreSQL): its peers. Then every transaction first takes the lock that
+// serializes them all, and what this service caches is read afresh.
+func (s *Service) HasPeers() bool { return s.peers }
 
 // DatabaseTime returns the database's clock (Unix seconds, with a fraction)
-// as read when the open Group took its lock, on a shared database; ok is
-// false otherwise. A server running on a shared database takes its time from
+// as read when the open Group took its lock, on a database with peers; ok is
+// false otherwise. A server running on a database with peers takes its time from
 // here, so that servers with skewed clocks agree.
 func (s *Service) DatabaseTime() (t float64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.dbNow, s.shared && s.group != nil
+	return s.dbNow, s.peers && s.group != nil
 }
 
 func newOrigin() string {
@@ -66,7 +67,7 @@ type wireEvent struct {
 // An event too large for one (names are not bounded here) is replaced by a
 // Recheck notice. Called just before the commit.
 func (s *Service) publish(tx *repo.Tx) error {
-	if !s.shared {
+	if !s.peers {
 		return nil
 	}
 	head := `{"o":"` + s.origin + `","e":[`
@@ -118,12 +119,12 @@ func (s *Service) publish(tx *repo.Tx) error {
 }
 
 // Listen passes fn the events that other processes' committed transactions
-// caused, until ctx ends; on a database that is not shared it returns at
+// caused, until ctx ends; on a database without peers it returns at
 // once. Each time it starts listening, first and after a lost connection,
 // it calls fn with resync set: notifications may have been missed, so the
 // caller must check the state of what it waits for.
 func (s *Service) Listen(ctx context.Context, fn func(events []Event, resync bool)) error {
-	if !s.shared {
+	if !s.peers {
 		return nil
 	}
 	resync := func() {
@@ -161,7 +162,7 @@ func (s *Service) Listen(ctx context.Context, fn func(events []Event, resync boo
 const batchOps = 64
 
 // Batch runs fn, which runs operations and calls step after each, in
-// transactions of batchOps operations, when the database is shared and no
+// transactions of batchOps operations, when the database has peers and no
 // Group is open; otherwise step does nothing, and each operation has its own
 // transaction as usual. On PostgreSQL a transaction costs several round
 // trips beyond its operation's own, which a replay of many operations need
@@ -171,7 +172,7 @@ const batchOps = 64
 func (s *Service) Batch(ctx context.Context, fn func(step func() error) error) error {
 	ctx = context.WithoutCancel(ctx)
 	s.mu.Lock()
-	plain := !s.shared || s.group != nil
+	plain := !s.peers || s.group != nil
 	s.mu.Unlock()
 	if plain {
 		return fn(func() error { return nil })

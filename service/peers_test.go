@@ -62,13 +62,13 @@ func TestNotifications(t *testing.T) {
 
 	mustAcquire := func(ts int64, client, lock string) {
 		t.Helper()
-		if _, err := a.Acquire(ctx, ts, client, lock, 10, lk.Exclusive); err != nil {
+		if _, err := a.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: lock, TTL: 10, Mode: lk.Exclusive}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	mustAcquire(0, "x", "L")
 	mustAcquire(0, "y", "L")
-	if _, err := a.Release(ctx, 1, "x", "L"); err != nil {
+	if _, err := a.Release(ctx, 1, lk.ReleaseRequest{Client: "x", Lock: "L"}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "b never heard of the grants", func() bool {
@@ -113,8 +113,8 @@ func TestGroupFailsWhole(t *testing.T) {
 	}
 	var acqErr, writeErr error
 	err = svc.Group(ctx, func() {
-		_, acqErr = svc.Acquire(ctx, 0, "x", "L", 10, lk.Exclusive)
-		writeErr = svc.Write(ctx, 1, "L", "k", "v", 1)
+		_, acqErr = svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "x", Lock: "L", TTL: 10, Mode: lk.Exclusive})
+		_, writeErr = svc.Write(ctx, 1, lk.WriteRequest{Lock: "L", Key: "k", Value: "v", Token: 1})
 	})
 	if acqErr != nil || writeErr == nil || err == nil {
 		t.Fatalf("acquire: %v, write: %v, group: %v; want the write and so the group to fail", acqErr, writeErr, err)
@@ -122,7 +122,7 @@ func TestGroupFailsWhole(t *testing.T) {
 	if _, err := conn.Exec(ctx, `ALTER TABLE store_values_away RENAME TO store_values`); err != nil {
 		t.Fatal(err)
 	}
-	in, err := svc.Inspect(ctx, 2, "L")
+	in, err := svc.Inspect(ctx, 2, lk.InspectRequest{Lock: "L"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,15 +27,15 @@ func TestAgesSurviveReopen(t *testing.T) {
 		}
 		return r
 	}
-	must(svc.Acquire(ctx, 0, "a", "L1", 100, lk.Exclusive)) // age 1
-	must(svc.Acquire(ctx, 0, "b", "L2", 100, lk.Exclusive)) // age 2
-	must(svc.Acquire(ctx, 0, "b", "L1", 100, lk.Exclusive)) // b queued
-	must(svc.Acquire(ctx, 0, "c", "L3", 100, lk.Exclusive))
-	r := must(svc.Acquire(ctx, 0, "c", "L2", 100, lk.Exclusive)) // c (age 3) waits for b
+	must(svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "a", Lock: "L1", TTL: 100, Mode: lk.Exclusive})) // age 1
+	must(svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "b", Lock: "L2", TTL: 100, Mode: lk.Exclusive})) // age 2
+	must(svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "b", Lock: "L1", TTL: 100, Mode: lk.Exclusive})) // b queued
+	must(svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "c", Lock: "L3", TTL: 100, Mode: lk.Exclusive}))
+	r := must(svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "c", Lock: "L2", TTL: 100, Mode: lk.Exclusive})) // c (age 3) waits for b
 	// a -> c -> b -> a: c, the youngest, is aborted and its L3 goes to a.
 	// Everything runs at ts 0: the clock moves once, at the first operation,
 	// so only the abort can make the counter be saved.
-	r = must(svc.Acquire(ctx, 0, "a", "L3", 100, lk.Exclusive))
+	r = must(svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "a", Lock: "L3", TTL: 100, Mode: lk.Exclusive}))
 	if r.Outcome != lk.Granted || len(r.Victims) != 1 || r.Victims[0] != "c" {
 		t.Fatalf("acquire closing the cycle = %+v, want granted with victim c", r)
 	}
@@ -45,8 +45,8 @@ func TestAgesSurviveReopen(t *testing.T) {
 	if ts, ok := svc.Clock(); !ok || ts != 0 {
 		t.Errorf("clock after reopen = %d, %v; want 0", ts, ok)
 	}
-	must(svc.Acquire(ctx, 0, "d", "L4", 100, lk.Exclusive))
-	st, err := svc.Status(ctx, 0, "d")
+	must(svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "d", Lock: "L4", TTL: 100, Mode: lk.Exclusive}))
+	st, err := svc.Status(ctx, 0, lk.StatusRequest{Client: "d"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,18 +63,18 @@ func TestGroupCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "group.db")
 	svc := testutil.OpenService(t, path)
 	var notified [][]service.Event
-	svc.Notify(func(es []service.Event) { notified = append(notified, append([]service.Event(nil), es...)) })
+	svc.OnCommit(func(es []service.Event) { notified = append(notified, append([]service.Event(nil), es...)) })
 	err := svc.Group(ctx, func() {
-		if _, err := svc.Acquire(ctx, 0, "a", "L", 10, lk.Exclusive); err != nil {
+		if _, err := svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 10, Mode: lk.Exclusive}); err != nil {
 			t.Error(err)
 		}
-		if _, err := svc.Acquire(ctx, 0, "b", "L", 10, lk.Exclusive); err != nil {
+		if _, err := svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "b", Lock: "L", TTL: 10, Mode: lk.Exclusive}); err != nil {
 			t.Error(err)
 		}
-		if _, err := svc.Release(ctx, 1, "a", "L"); err != nil {
+		if _, err := svc.Release(ctx, 1, lk.ReleaseRequest{Client: "a", Lock: "L"}); err != nil {
 			t.Error(err)
 		}
-		if _, err := svc.Acquire(ctx, 0, "c", "L", 10, lk.Exclusive); err == nil {
+		if _, err := svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "c", Lock: "L", TTL: 10, Mode: lk.Exclusive}); err == nil {
 			t.Error("an operation with a ts before the clock succeeded inside a group")
 		}
 		if len(notified) != 0 {
@@ -95,7 +95,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	svc.Close()
 	again := testutil.OpenService(t, path)
-	in, err := again.Inspect(ctx, 1, "L")
+	in, err := again.Inspect(ctx, 1, lk.InspectRequest{Lock: "L"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,19 +109,19 @@ func TestGroupCommit(t *testing.T) {
 func TestRevoke(t *testing.T) {
 	ctx := context.Background()
 	svc := testutil.OpenService(t, repo.MemoryPath)
-	svc.Acquire(ctx, 0, "a", "L", 100, lk.Exclusive)
-	svc.Acquire(ctx, 1, "b", "L", 30, lk.Exclusive)
-	if err := svc.Revoke(ctx, 5, "b", "L"); !errors.Is(err, lk.ErrNotHolder) {
+	svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 100, Mode: lk.Exclusive})
+	svc.Acquire(ctx, 1, lk.AcquireRequest{Client: "b", Lock: "L", TTL: 30, Mode: lk.Exclusive})
+	if _, err := svc.Revoke(ctx, 5, lk.RevokeRequest{Client: "b", Lock: "L"}); !errors.Is(err, lk.ErrNotHolder) {
 		t.Errorf("revoking a waiter: %v, want not holder", err)
 	}
-	if err := svc.Revoke(ctx, 7, "a", "L"); err != nil {
+	if _, err := svc.Revoke(ctx, 7, lk.RevokeRequest{Client: "a", Lock: "L"}); err != nil {
 		t.Fatal(err)
 	}
-	in, _ := svc.Inspect(ctx, 7, "L")
+	in, _ := svc.Inspect(ctx, 7, lk.InspectRequest{Lock: "L"})
 	if len(in.Holders) != 1 || in.Holders[0] != (lk.Holder{Client: "b", Mode: lk.Exclusive, Token: 2, ExpiresAt: 37}) {
 		t.Errorf("after revoke: %+v, want b holding token 2 from 7 to 37", in)
 	}
-	if _, err := svc.Renew(ctx, 8, "a", "L", 10); !errors.Is(err, lk.ErrNotHolder) {
+	if _, err := svc.Renew(ctx, 8, lk.RenewRequest{Client: "a", Lock: "L", TTL: 10}); !errors.Is(err, lk.ErrNotHolder) {
 		t.Errorf("the revoked holder renewed: %v", err)
 	}
 }
@@ -132,11 +132,11 @@ func TestEvents(t *testing.T) {
 	ctx := context.Background()
 	svc := testutil.OpenService(t, repo.MemoryPath)
 	var got []service.Event
-	svc.Notify(func(es []service.Event) { got = append(got, es...) })
-	svc.Acquire(ctx, 0, "a", "L", 10, lk.Exclusive)
-	svc.Acquire(ctx, 1, "b", "L", 5, lk.Exclusive)
+	svc.OnCommit(func(es []service.Event) { got = append(got, es...) })
+	svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 10, Mode: lk.Exclusive})
+	svc.Acquire(ctx, 1, lk.AcquireRequest{Client: "b", Lock: "L", TTL: 5, Mode: lk.Exclusive})
 	got = nil
-	svc.Status(ctx, 100, "a") // a lapses at 10, b holds [10, 15) and lapses at 15
+	svc.Status(ctx, 100, lk.StatusRequest{Client: "a"}) // a lapses at 10, b holds [10, 15) and lapses at 15
 	want := []service.Event{
 		{Kind: service.EventLapsed, Client: "a", Lock: "L", At: 10, Token: 1, ExpiresAt: 10},
 		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 10, Token: 2, ExpiresAt: 15, FromQueue: true, Position: 1},
@@ -145,17 +145,17 @@ func TestEvents(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("lapse chain events = %+v\nwant %+v", got, want)
 	}
-	svc.Write(ctx, 100, "L", "k", "v", 2)
+	svc.Write(ctx, 100, lk.WriteRequest{Lock: "L", Key: "k", Value: "v", Token: 2})
 	got = nil
-	svc.Write(ctx, 100, "L", "k", "w", 1)
+	svc.Write(ctx, 100, lk.WriteRequest{Lock: "L", Key: "k", Value: "w", Token: 1})
 	if len(got) != 1 || got[0].Kind != service.EventStaleWrite || got[0].Token != 1 || got[0].Highest != 2 {
 		t.Errorf("stale write events = %+v", got)
 	}
-	svc.Acquire(ctx, 101, "x", "M1", 100, lk.Exclusive)
-	svc.Acquire(ctx, 101, "y", "M2", 100, lk.Exclusive)
-	svc.Acquire(ctx, 101, "y", "M1", 100, lk.Exclusive)
+	svc.Acquire(ctx, 101, lk.AcquireRequest{Client: "x", Lock: "M1", TTL: 100, Mode: lk.Exclusive})
+	svc.Acquire(ctx, 101, lk.AcquireRequest{Client: "y", Lock: "M2", TTL: 100, Mode: lk.Exclusive})
+	svc.Acquire(ctx, 101, lk.AcquireRequest{Client: "y", Lock: "M1", TTL: 100, Mode: lk.Exclusive})
 	got = nil
-	svc.Acquire(ctx, 101, "x", "M2", 100, lk.Exclusive)
+	svc.Acquire(ctx, 101, lk.AcquireRequest{Client: "x", Lock: "M2", TTL: 100, Mode: lk.Exclusive})
 	var aborted *service.Event
 	for i := range got {
 		if got[i].Kind == service.EventAborted {
@@ -173,14 +173,47 @@ func TestCancelledContext(t *testing.T) {
 	svc := testutil.OpenService(t, repo.MemoryPath)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := svc.Acquire(ctx, 5, "a", "L", 10, lk.Exclusive); !errors.Is(err, context.Canceled) {
+	if _, err := svc.Acquire(ctx, 5, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 10, Mode: lk.Exclusive}); !errors.Is(err, context.Canceled) {
 		t.Errorf("acquire with a cancelled context: %v", err)
 	}
 	if ts, set := svc.Clock(); set {
 		t.Errorf("the clock moved to %d", ts)
 	}
-	st, err := svc.Status(context.Background(), 0, "a")
+	st, err := svc.Status(context.Background(), 0, lk.StatusRequest{Client: "a"})
 	if err != nil || st.Age != 0 {
 		t.Errorf("a was registered: %+v %v", st, err)
+	}
+}
+
+// TestStatusPosition: status tells the rank of a client's wait, counted
+// after withdrawals ahead of it, unless the request leaves it out (as the
+// replay does, to keep a long queue's statuses linear).
+func TestStatusPosition(t *testing.T) {
+	ctx := context.Background()
+	svc := testutil.OpenService(t, repo.MemoryPath)
+	for _, c := range []string{"h", "w1", "w2", "w3"} {
+		if _, err := svc.Acquire(ctx, 0, lk.AcquireRequest{Client: c, Lock: "Q", TTL: 100, Mode: lk.Exclusive}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := svc.Status(ctx, 1, lk.StatusRequest{Client: "w3"})
+	if err != nil || st.Waiting == nil || *st.Waiting != (lk.WaitingFor{Lock: "Q", Position: 3}) {
+		t.Fatalf("status of the third waiter = %+v, %v; want waiting for Q at position 3", st, err)
+	}
+	if _, err := svc.Release(ctx, 2, lk.ReleaseRequest{Client: "w1", Lock: "Q"}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = svc.Status(ctx, 3, lk.StatusRequest{Client: "w3"})
+	if st.Waiting == nil || st.Waiting.Position != 2 {
+		t.Errorf("after a withdrawal ahead: %+v, want position 2", st.Waiting)
+	}
+	st, _ = svc.Status(ctx, 3, lk.StatusRequest{Client: "w3", WithoutPosition: true})
+	if st.Waiting == nil || *st.Waiting != (lk.WaitingFor{Lock: "Q"}) {
+		t.Errorf("WithoutPosition: %+v, want Q without a position", st.Waiting)
+	}
+	in, _ := svc.Inspect(ctx, 3, lk.InspectRequest{Lock: "Q"})
+	want := []lk.Waiter{{Client: "w2", Mode: lk.Exclusive, Position: 1}, {Client: "w3", Mode: lk.Exclusive, Position: 2}}
+	if !reflect.DeepEqual(in.Queue, want) || in.Lock != "Q" {
+		t.Errorf("inspect = %+v, want lock Q, queue %+v", in, want)
 	}
 }

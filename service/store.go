@@ -11,13 +11,11 @@ import (
 // Write stores value under (lock, key) if token is not lower than the highest
 // token the fenced store accepted for lock (L6), and returns lk.ErrStaleToken,
 // changing nothing, otherwise. The store never looks at leases.
-func (s *Service) Write(ctx context.Context, ts int64, lock, key, value string, token int64) error {
-	return s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := checkNames(lock, key, value); err != nil {
+func (s *Service) Write(ctx context.Context, ts int64, req lk.WriteRequest) (lk.WriteResult, error) {
+	lock, token := req.Lock, req.Token
+	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
+		if err := req.Validate(); err != nil {
 			return err
-		}
-		if token < 1 {
-			return fmt.Errorf("%w: token must be >= 1", lk.ErrInvalidArguments)
 		}
 		accepted, err := repo.StoreFenceRaise(tx, lock, token)
 		if err != nil {
@@ -29,21 +27,29 @@ func (s *Service) Write(ctx context.Context, ts int64, lock, key, value string, 
 				return err
 			}
 			s.events = append(s.events, Event{Kind: EventStaleWrite, Lock: lock, At: ts, Token: token, Highest: highest})
-			return lk.ErrStaleToken
+			return lk.Errorf(lk.CodeStaleToken, fmt.Sprintf("token %d is lower than %d, the highest accepted for %s", token, highest, lock))
 		}
-		return repo.StoreValuePut(tx, lock, key, value, token, ts)
+		return repo.StoreValuePut(tx, lock, req.Key, req.Value, token, ts)
 	})
+	if err != nil {
+		return lk.WriteResult{}, err
+	}
+	return lk.WriteResult{Outcome: lk.OK}, nil
 }
 
 // Read returns the last value accepted for (lock, key); found is false when
 // none was.
-func (s *Service) Read(ctx context.Context, ts int64, lock, key string) (value string, found bool, err error) {
-	err = s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := checkNames(lock, key); err != nil {
+func (s *Service) Read(ctx context.Context, ts int64, req lk.ReadRequest) (lk.ReadResult, error) {
+	var out lk.ReadResult
+	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
+		if err := req.Validate(); err != nil {
 			return err
 		}
-		value, found, err = repo.StoreValueGet(tx, lock, key)
+		value, token, found, err := repo.StoreValueGet(tx, req.Lock, req.Key)
+		if found {
+			out = lk.ReadResult{Value: &value, Token: token}
+		}
 		return err
 	})
-	return value, found, err
+	return out, err
 }

@@ -7,6 +7,10 @@
 // deadlock abort (with the cycle found), refused stale write and refused
 // request. No bearer token ever reaches it: the server hands over what was
 // asked, never the credentials.
+//
+// It is part of leasekeeper's implementation, not meant for import by other
+// modules: its API is not stable. Programs use package leasekeeper's types and
+// package client.
 package telemetry
 
 import (
@@ -162,9 +166,10 @@ func (t *Telemetry) Commit(ops int, d time.Duration) {
 // Denied counts and logs a refused request: what was asked and by whom (the
 // remote address), never the credentials.
 func (t *Telemetry) Denied(r *http.Request, a server.Access, d *server.Denial) {
-	t.authFailures.WithLabelValues(strconv.Itoa(d.Status)).Inc()
-	t.log("auth_failure", slog.String("op", a.Op), slog.String("client", a.Client), slog.Int("status", d.Status),
-		slog.String("code", d.Code), slog.String("remote", r.RemoteAddr))
+	status := server.StatusOf(d.Code)
+	t.authFailures.WithLabelValues(strconv.Itoa(status)).Inc()
+	t.log("auth_failure", slog.String("op", a.Op), slog.String("client", a.Client), slog.Int("status", status),
+		slog.String("code", string(d.Code)), slog.String("remote", r.RemoteAddr))
 	t.flush()
 }
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/telemetry"
@@ -43,7 +45,7 @@ type denyReads struct{}
 
 func (denyReads) Authorize(r *http.Request, a server.Access) *server.Denial {
 	if a.Op == "read" {
-		return &server.Denial{Status: http.StatusUnauthorized, Code: "unauthenticated"}
+		return &server.Denial{Code: lk.CodeUnauthenticated, Message: "reads are refused"}
 	}
 	return nil
 }
@@ -65,39 +67,46 @@ func TestMetricsAndAudit(t *testing.T) {
 	srv = server.New(svc, server.Options{Clock: clock, Observer: tel, Metrics: tel.Handler(), Authorizer: denyReads{}})
 	hs := httptest.NewServer(srv.Handler())
 	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	// Every answer is checked against the API's OpenAPI document.
+	hc := &http.Client{Transport: apitest.New(t).Transport(t, nil)}
 
-	call := func(method, path, body string, header ...string) string {
+	// call sends a request and returns the answer's body, which must have
+	// the status want.
+	call := func(want int, method, path, body string, header ...string) string {
 		t.Helper()
 		req, _ := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Errorf("%s %s %s: HTTP %d %s, want %d", method, path, body, resp.StatusCode, b, want)
+		}
 		return strings.TrimSpace(string(b))
 	}
-	call("POST", "/v1/acquire", `{"client":"a","lock":"L","ttl":10}`)                // immediate grant
-	call("POST", "/v1/acquire", `{"client":"b","lock":"L","ttl":50}`)                // queued
-	call("POST", "/v1/acquire", `{"client":"c","lock":"M","ttl":10}`)                // immediate grant
-	call("POST", "/v1/renew", `{"client":"c","lock":"M","ttl":100}`)                 // renewal
-	call("POST", "/v1/acquire", `{"client":"e","lock":"M","ttl":10}`)                // queued
-	call("POST", "/v1/release", `{"client":"e","lock":"M"}`)                         // withdrawal
-	call("POST", "/v1/release", `{"client":"c","lock":"M"}`)                         // release
-	clock.Set(time.Unix(12, 0))                                                      // a lapses at 10, b is granted at 10
-	call("POST", "/v1/write", `{"lock":"L","key":"k","value":"v","token":2}`)        // accepted
-	call("POST", "/v1/write", `{"lock":"L","key":"k","value":"old","token":1}`)      // stale
-	call("POST", "/v1/acquire", `{"client":"x","lock":"X","ttl":100}`)               // immediate grant
-	call("POST", "/v1/acquire", `{"client":"y","lock":"Y","ttl":100}`)               // immediate grant
-	call("POST", "/v1/acquire", `{"client":"y","lock":"X","ttl":100}`)               // queued
-	call("POST", "/v1/acquire", `{"client":"x","lock":"Y","ttl":100}`)               // cycle: y (younger) aborted, Y passes to x from the queue
-	call("POST", "/v1/revoke", `{"client":"b","lock":"L"}`)                          // revocation
-	call("GET", "/v1/read?lock=L&key=k", "", "Authorization", "Bearer s3cret-t0ken") // refused
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"a","lock":"L","ttl":10}`)                          // immediate grant
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"b","lock":"L","ttl":50}`)                          // queued
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"c","lock":"M","ttl":10}`)                          // immediate grant
+	call(http.StatusOK, "POST", "/v1/renew", `{"client":"c","lock":"M","ttl":100}`)                           // renewal
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"e","lock":"M","ttl":10}`)                          // queued
+	call(http.StatusOK, "POST", "/v1/release", `{"client":"e","lock":"M"}`)                                   // withdrawal
+	call(http.StatusOK, "POST", "/v1/release", `{"client":"c","lock":"M"}`)                                   // release
+	clock.Set(time.Unix(12, 0))                                                                               // a lapses at 10, b is granted at 10
+	call(http.StatusOK, "POST", "/v1/write", `{"lock":"L","key":"k","value":"v","token":2}`)                  // accepted
+	call(http.StatusConflict, "POST", "/v1/write", `{"lock":"L","key":"k","value":"old","token":1}`)          // stale
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"x","lock":"X","ttl":100}`)                         // immediate grant
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"y","lock":"Y","ttl":100}`)                         // immediate grant
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"y","lock":"X","ttl":100}`)                         // queued
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"x","lock":"Y","ttl":100}`)                         // cycle: y (younger) aborted, Y passes to x from the queue
+	call(http.StatusOK, "POST", "/v1/revoke", `{"client":"b","lock":"L"}`)                                    // revocation
+	call(http.StatusUnauthorized, "GET", "/v1/read?lock=L&key=k", "", "Authorization", "Bearer s3cret-t0ken") // refused
 
-	metrics := call("GET", "/metrics", "")
+	metrics := call(http.StatusOK, "GET", "/metrics", "")
 	for name, want := range map[string]string{
 		`leasekeeper_grants_total{source="immediate"}`:  "4",
 		`leasekeeper_grants_total{source="queue"}`:      "2",

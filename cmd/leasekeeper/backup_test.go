@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 )
 
@@ -21,14 +22,17 @@ func TestBackupWhileServing(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "live.db")
 	srv := startCrashServer(t, bin, db)
-	if got := postBody(t, srv.base+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `["granted",1,`) {
+	if got := postBody(t, srv.base+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
 		t.Fatalf("acquire: %s", got)
 	}
-	postBody(t, srv.base+"/v1/write", `{"lock": "L", "key": "before", "value": "v", "token": 1}`)
+	if got := postBody(t, srv.base+"/v1/write", `{"lock": "L", "key": "before", "value": "v", "token": 1}`); got != `{"outcome":"ok"}` {
+		t.Fatalf("write: %s", got)
+	}
 	// Writes go on during the backups.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
+	hc := validated(t)
 	go func() {
 		defer wg.Done()
 		for i := 0; ; i++ {
@@ -37,7 +41,10 @@ func TestBackupWhileServing(t *testing.T) {
 				return
 			default:
 			}
-			postBody(t, srv.base+"/v1/write", `{"lock": "L", "key": "during", "value": "v", "token": 1}`)
+			if got, err := postWith(hc, srv.base+"/v1/write", `{"lock": "L", "key": "during", "value": "v", "token": 1}`); err != nil || got != `{"outcome":"ok"}` {
+				t.Errorf("write %d during the backup: %s, %v", i, got, err)
+				return
+			}
 		}
 	}()
 	out := filepath.Join(dir, "copy.db")
@@ -61,11 +68,11 @@ func TestBackupWhileServing(t *testing.T) {
 	raw.Close()
 	svc := testutil.OpenService(t, out)
 	ts, _ := svc.Clock()
-	in, err := svc.Inspect(context.Background(), ts, "L")
+	in, err := svc.Inspect(context.Background(), ts, lk.InspectRequest{Lock: "L"})
 	if err != nil || len(in.Holders) != 1 || in.Holders[0].Client != "a" || in.Holders[0].Token != 1 {
 		t.Errorf("the backup's lock state: %+v %v", in, err)
 	}
-	if v, found, err := svc.Read(context.Background(), ts, "L", "before"); err != nil || !found || v != "v" {
-		t.Errorf("the backup's store: %q %v %v", v, found, err)
+	if v, err := svc.Read(context.Background(), ts, lk.ReadRequest{Lock: "L", Key: "before"}); err != nil || v.Value == nil || *v.Value != "v" || v.Token != 1 {
+		t.Errorf("the backup's store: %+v %v", v, err)
 	}
 }

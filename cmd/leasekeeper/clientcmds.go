@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 )
 
@@ -58,6 +60,7 @@ func (e exitStatus) Error() string {
 // --ca-file the certificate authorities trusted for https.
 func clientCmd(cmd *cobra.Command, nargs int, run func(cmd *cobra.Command, args []string, c *client.Client) error) *cobra.Command {
 	var server, authToken, caFile string
+	cmd.Flags().Bool("pretty", false, "indent the JSON answer")
 	cmd.Flags().StringVar(&server, "server", "", "the server's URL (default $"+serverEnv+", else "+defaultServer+")")
 	cmd.Flags().StringVar(&authToken, "auth-token", "", "the bearer token for a server with an auth file (default $"+authTokenEnv+"; the environment keeps it out of ps)")
 	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM file of the certificate authorities to trust for an https server, instead of the system's")
@@ -153,28 +156,47 @@ func seconds(flag string, n int64) (time.Duration, error) {
 	return time.Duration(n) * time.Second, nil
 }
 
-// printResult sends call and prints the server's answer, the contract's JSON
-// result, on stdout. An error result is returned as an error: exit status 1,
-// or the acquire statuses for an acquire that was not granted.
-func printResult(cmd *cobra.Command, c *client.Client, call client.Call) error {
-	res, err := c.Do(cmd.Context(), call)
-	if err != nil {
+// printAnswer prints an operation's answer on stdout, the API's JSON object
+// on one line (indented with --pretty): the typed result, or the error object
+// of an error answer, which is also returned (exit status 1). An operation
+// with no answer exits 3.
+func printAnswer(cmd *cobra.Command, res any, err error) error {
+	var e *client.Error
+	switch {
+	case errors.As(err, &e) && e.Status != 0 && e.Code != "":
+		printJSON(cmd, lk.Errorf(e.Code, e.Message))
+		return err
+	case errors.As(err, &e) && e.Status == 0:
+		return usageError{err} // refused before it was sent
+	case err != nil:
 		return exitStatus{exitNoAnswer, fmt.Errorf("no answer from the server: %w", err)}
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s\n", res.JSON)
-	return acquireStatus(res.Err())
+	printJSON(cmd, res)
+	return nil
 }
 
-// acquireStatus maps an acquire's failure to its exit status; other errors
-// stay errors (exit status 1).
-func acquireStatus(err error) error {
-	switch {
-	case errors.Is(err, client.ErrQueued):
-		return exitStatus{exitQueued, err}
-	case errors.Is(err, client.ErrDeadlock):
-		return exitStatus{exitDeadlock, err}
+// printJSON writes v as one line of JSON, or indented with --pretty.
+func printJSON(cmd *cobra.Command, v any) {
+	var b []byte
+	if pretty, _ := cmd.Flags().GetBool("pretty"); pretty {
+		b, _ = json.MarshalIndent(v, "", "  ")
+	} else {
+		b, _ = json.Marshal(v)
 	}
-	return err
+	fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+}
+
+// acquireStatus maps an acquire's answer to its exit status.
+func acquireStatus(res lk.AcquireResult) error {
+	switch res.Outcome {
+	case lk.Granted:
+		return nil
+	case lk.Queued:
+		return exitStatus{exitQueued, &client.QueuedError{Position: res.Position, Victims: res.Victims}}
+	case lk.Deadlock:
+		return exitStatus{exitDeadlock, &client.DeadlockError{Victims: res.Victims}}
+	}
+	return exitStatus{exitErrorResult, client.ErrWithdrawn}
 }
 
 func newAcquireCmd() *cobra.Command {
@@ -182,8 +204,9 @@ func newAcquireCmd() *cobra.Command {
 		Use:   "acquire LOCK --client ID --ttl N [--shared] [--wait SECONDS]",
 		Short: "Acquire a lock for a client, waiting up to --wait seconds",
 		Long: `acquire asks the server for LOCK on behalf of --client with a lease of --ttl
-seconds, and prints the answer, the contract's result: ["granted", token,
-expires_at], ["queued", position] or ["deadlock", victims].
+seconds, and prints the answer: {"outcome": "granted", "token": 7,
+"granted_at": ..., "expires_at": ...}, {"outcome": "queued", "position": 2}
+or {"outcome": "deadlock", "victims": [...]}.
 
 Nothing renews the lease: renew it with 'leasekeeper renew', or use
 'leasekeeper exec' to hold a lock while a command runs. A client that is still
@@ -201,7 +224,11 @@ request withdrawn by a release from elsewhere during the wait; 2 usage;
 		if err != nil {
 			return err
 		}
-		return printResult(cmd, c, client.AcquireCall(args[0], opts))
+		res, err := c.AcquireOnce(cmd.Context(), args[0], opts)
+		if err := printAnswer(cmd, res, err); err != nil {
+			return err
+		}
+		return acquireStatus(res)
 	})
 }
 
@@ -235,10 +262,11 @@ func newRenewCmd() *cobra.Command {
 		Use:   "renew LOCK --client ID --ttl N",
 		Short: "Renew a client's lease for --ttl seconds from now",
 		Long: `renew sets the client's lease on LOCK to end --ttl seconds from now (it may
-shorten it) and prints ["renewed", token, expires_at].
+shorten it) and prints {"outcome": "renewed", "token": ..., "granted_at": ...,
+"expires_at": ...}.
 
-Exit status: 0 renewed; 1 an error result ("error: not holder" when the client
-holds no live lease on LOCK); 2 usage; 3 no answer from the server.`,
+Exit status: 0 renewed; 1 an error answer ({"error": "not_holder", ...} when
+the client holds no live lease on LOCK); 2 usage; 3 no answer from the server.`,
 	}
 	cmd.Flags().StringVar(&clientID, "client", "", "the client holding the lease (required)")
 	cmd.Flags().Int64Var(&ttl, "ttl", 0, "the lease's new length in seconds from now (required)")
@@ -250,7 +278,8 @@ holds no live lease on LOCK); 2 usage; 3 no answer from the server.`,
 		if err != nil {
 			return err
 		}
-		return printResult(cmd, c, client.RenewCall(clientID, args[0], d))
+		res, err := c.Renew(cmd.Context(), clientID, args[0], d)
+		return printAnswer(cmd, res, err)
 	})
 }
 
@@ -259,19 +288,19 @@ func newReleaseCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release LOCK --client ID",
 		Short: "Release a client's lease, or withdraw its queued request",
-		Long: `release ends the client's lease on LOCK ("released"), or takes its request
-out of LOCK's queue ("withdrawn").
+		Long: `release ends the client's lease on LOCK ({"outcome": "released"}), or takes
+its request out of LOCK's queue ({"outcome": "withdrawn"}).
 
-Exit status: 0 released or withdrawn; 1 an error result ("error: not holder"
-when the client neither holds nor awaits LOCK); 2 usage; 3 no answer from the
-server.`,
+Exit status: 0 released or withdrawn; 1 an error answer ("not_holder" when the
+client neither holds nor awaits LOCK); 2 usage; 3 no answer from the server.`,
 	}
 	cmd.Flags().StringVar(&clientID, "client", "", "the client releasing (required)")
 	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
 		if err := required(cmd, "client"); err != nil {
 			return err
 		}
-		return printResult(cmd, c, client.ReleaseCall(clientID, args[0]))
+		res, err := c.Release(cmd.Context(), clientID, args[0])
+		return printAnswer(cmd, res, err)
 	})
 }
 
@@ -281,22 +310,23 @@ func newRevokeCmd() *cobra.Command {
 		Use:   "revoke LOCK --client ID",
 		Short: "End a client's lease now (admins only on a server with an auth file)",
 		Long: `revoke ends --client's lease on LOCK now, as the holder's release would, and
-prints "revoked". The lock is handed over at this instant to whoever waits,
+prints {"outcome": "revoked"}. The lock is handed over at this instant to whoever waits,
 and the next grant's higher fencing token keeps the revoked holder out of the
-fenced store; the holder learns it at its next renew ("error: not holder").
+fenced store; the holder learns it at its next renew ("not_holder").
 With an auth file on the server, only an admin's token may revoke.
 
-Exit status: 0 revoked; 1 an error result ("error: not holder" when the client
-holds no live lease on LOCK, "error: forbidden" for a token that is not an
-admin's, "error: unauthenticated" without a valid token); 2 usage; 3 no answer
-from the server.`,
+Exit status: 0 revoked; 1 an error answer ("not_holder" when the client holds
+no live lease on LOCK, "forbidden" for a token that is not an admin's,
+"unauthenticated" without a valid token); 2 usage; 3 no answer from the
+server.`,
 	}
 	cmd.Flags().StringVar(&clientID, "client", "", "the client whose lease ends (required)")
 	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
 		if err := required(cmd, "client"); err != nil {
 			return err
 		}
-		return printResult(cmd, c, client.RevokeCall(clientID, args[0]))
+		res, err := c.Revoke(cmd.Context(), clientID, args[0])
+		return printAnswer(cmd, res, err)
 	})
 }
 
@@ -304,13 +334,15 @@ func newInspectCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect LOCK",
 		Short: "Print a lock's holders and queue",
-		Long: `inspect prints {"holders": [[client, mode, token, expires_at], ...],
-"queue": [[client, mode], ...]}: holders by token, the queue oldest first.
+		Long: `inspect prints {"lock": LOCK, "holders": [{"client", "mode", "token",
+"expires_at"}, ...], "queue": [{"client", "mode", "position"}, ...]}: holders
+by token, the queue oldest first, position 1 next in line.
 
 Exit status: 0 answered; 1 an error result; 2 usage; 3 no answer from the server.`,
 	}
 	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
-		return printResult(cmd, c, client.InspectCall(args[0]))
+		res, err := c.Inspect(cmd.Context(), args[0])
+		return printAnswer(cmd, res, err)
 	})
 }
 
@@ -318,13 +350,15 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status CLIENT",
 		Short: "Print what a client holds and waits for",
-		Long: `status prints {"age": n or null, "holds": [[lock, mode, token, expires_at], ...],
-"waiting": lock or null}; a client the server does not know has age null.
+		Long: `status prints {"client": CLIENT, "age": n or null, "holds": [{"lock", "mode",
+"token", "expires_at"}, ...], "waiting": {"lock", "position"} or null}; a
+client the server does not know has age null.
 
 Exit status: 0 answered; 1 an error result; 2 usage; 3 no answer from the server.`,
 	}
 	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
-		return printResult(cmd, c, client.StatusCall(args[0]))
+		res, err := c.Status(cmd.Context(), args[0])
+		return printAnswer(cmd, res, err)
 	})
 }
 
@@ -332,13 +366,23 @@ func newLocksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "locks",
 		Short: "List the locks that have holders or waiters",
-		Long: `locks prints [{"lock": name, "holders": [[client, mode, token, expires_at], ...],
-"waiting": n}, ...] for every lock that has holders or waiters, by name.
+		Long: `locks prints one line per lock that has holders or waiters, by name:
+{"lock": name, "holders": [{"client", "mode", "token", "expires_at"}, ...],
+"waiting": n}. It reads the server's pages of 100 until the last; --prefix
+lists only the locks whose names start with it.
 
 Exit status: 0 answered; 1 an error result; 2 usage; 3 no answer from the server.`,
 	}
+	var prefix string
+	cmd.Flags().StringVar(&prefix, "prefix", "", "only locks whose names start with this")
 	return clientCmd(cmd, 0, func(cmd *cobra.Command, args []string, c *client.Client) error {
-		return printResult(cmd, c, client.LocksCall())
+		for l, err := range c.AllLocks(cmd.Context(), prefix) {
+			if err != nil {
+				return printAnswer(cmd, nil, err)
+			}
+			printJSON(cmd, l)
+		}
+		return nil
 	})
 }
 
@@ -348,17 +392,19 @@ func newWriteCmd() *cobra.Command {
 		Use:   "write LOCK KEY VALUE --token N",
 		Short: "Write a value to the fenced store with a fencing token",
 		Long: `write stores VALUE under (LOCK, KEY) in the fenced store if --token is at
-least the highest token the store accepted for LOCK, and prints "ok".
+least the highest token the store accepted for LOCK, and prints
+{"outcome": "ok"}.
 
-Exit status: 0 written; 1 an error result ("error: stale token" when a higher
-token was accepted); 2 usage; 3 no answer from the server.`,
+Exit status: 0 written; 1 an error answer ("stale_token" when a higher token
+was accepted); 2 usage; 3 no answer from the server.`,
 	}
 	cmd.Flags().Int64Var(&token, "token", 0, "the fencing token of the writer's lease (required)")
 	return clientCmd(cmd, 3, func(cmd *cobra.Command, args []string, c *client.Client) error {
 		if err := required(cmd, "token"); err != nil {
 			return err
 		}
-		return printResult(cmd, c, client.WriteCall(args[0], args[1], args[2], token))
+		res, err := c.Write(cmd.Context(), args[0], args[1], args[2], token)
+		return printAnswer(cmd, res, err)
 	})
 }
 
@@ -366,13 +412,15 @@ func newReadCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "read LOCK KEY",
 		Short: "Read a value from the fenced store",
-		Long: `read prints the last value the fenced store accepted for (LOCK, KEY), as a
-JSON string, or null when it has none.
+		Long: `read prints {"value": ..., "token": n}: the last value the fenced store
+accepted for (LOCK, KEY) and the token of the write that stored it, or
+{"value": null} when it has none.
 
 Exit status: 0 answered (null included); 1 an error result; 2 usage; 3 no
 answer from the server.`,
 	}
 	return clientCmd(cmd, 2, func(cmd *cobra.Command, args []string, c *client.Client) error {
-		return printResult(cmd, c, client.ReadCall(args[0], args[1]))
+		res, err := c.Read(cmd.Context(), args[0], args[1])
+		return printAnswer(cmd, res, err)
 	})
 }

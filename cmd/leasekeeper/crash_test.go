@@ -15,12 +15,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/apitest"
 )
 
 // The crash test runs `leasekeeper serve` as a real process, drives it over
@@ -68,8 +72,8 @@ const (
 	crashUnknown              // no answer (in flight at the crash): it may or may not have happened
 )
 
-// crashGrant is an acknowledged ["granted", token, expires_at] and what became of
-// its release.
+// crashGrant is an acknowledged {"outcome": "granted", ...} and what became
+// of its release.
 type crashGrant struct {
 	client, lock, mode  string
 	ttl, token, expires int64
@@ -115,7 +119,7 @@ type crashRun struct {
 	pollSeen    []crashHolder
 }
 
-// crashHolder is one entry of a holders list: [client, mode, token, expires_at].
+// crashHolder is one entry of a holders list: {client, mode, token, expires_at}.
 type crashHolder struct {
 	lock, client, mode string
 	token, expires     int64
@@ -130,11 +134,7 @@ func TestCrashRecovery(t *testing.T) {
 	t.Logf("seed %d", seed)
 
 	srv := startCrashServer(t, bin, db)
-	hc := &http.Client{
-		Transport: &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 64, DisableCompression: true},
-		Timeout:   10 * time.Second,
-	}
-	t.Cleanup(hc.CloseIdleConnections)
+	hc := crashHTTPClient(t, &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 64, DisableCompression: true}, 10*time.Second)
 
 	run := &crashRun{}
 	loadCtx, stopLoad := context.WithTimeout(context.Background(), crashLoad)
@@ -236,11 +236,18 @@ func (w *crashWorker) once(ctx context.Context) bool {
 	if r.err != nil {
 		return false
 	}
-	token, expires, granted := crashGrantedOf(r)
+	res, granted := crashGrantedOf(r)
+	_, queued := crashQueuedOf(r)
+	token := res.Token
 	switch {
 	case granted:
-		g := &crashGrant{client: w.client, lock: lock, mode: mode, ttl: ttl, token: token, expires: expires, sent: r.sent, recv: r.recv}
+		g := &crashGrant{client: w.client, lock: lock, mode: mode, ttl: ttl, token: token, expires: res.ExpiresAt, sent: r.sent, recv: r.recv}
 		w.grants = append(w.grants, g)
+		if res.GrantedAt != g.start() {
+			// A lease lasts its ttl from its start, on the spot or from the queue (L2, L3).
+			w.errs = append(w.errs, fmt.Sprintf("acquire %s %s by %s with ttl %d: granted_at %d, not expires_at - ttl: %s",
+				mode, lock, w.client, ttl, res.GrantedAt, r.raw))
+		}
 		for range 1 + w.rng.IntN(3) {
 			wr := &crashWrite{lock: lock, key: fmt.Sprintf("k%d", w.rng.IntN(crashKeys)), token: token, g: g,
 				value: fmt.Sprintf("%s#%d#t%d", w.client, w.seq, token)}
@@ -252,9 +259,9 @@ func (w *crashWorker) once(ctx context.Context) bool {
 			case r.err != nil:
 				wr.out = crashUnknown
 				return false
-			case r.status == http.StatusOK && r.body == "ok":
+			case r.is(lk.OK):
 				wr.out = crashAcked
-			case r.status == http.StatusConflict && r.body == "error: stale token":
+			case r.isErr(http.StatusConflict, lk.CodeStaleToken):
 				wr.out = crashRefused
 			default:
 				wr.out = crashUnknown
@@ -268,20 +275,20 @@ func (w *crashWorker) once(ctx context.Context) bool {
 		case r.err != nil:
 			g.rel = crashUnknown
 			return false
-		case r.status == http.StatusOK && r.body == "released":
+		case r.is(lk.Released):
 			g.rel = crashAcked
 		default:
 			g.rel = crashRefused // checked with the grants
 		}
 		return true
-	case r.status == http.StatusOK && crashIsQueued(r.body):
+	case queued:
 		// Still queued (wait 0, or wait 1 ran out): withdraw.
 		r := w.api.post(ctx, "/v1/release", map[string]any{"client": w.client, "lock": lock})
 		switch {
 		case r.err != nil:
 			return false
-		case r.status == http.StatusOK && r.body == "withdrawn":
-		case r.status == http.StatusOK && r.body == "released":
+		case r.is(lk.Withdrawn):
+		case r.is(lk.Released):
 			w.unacked++ // granted between the answer and the withdrawal: a lease nobody was told about
 		default:
 			w.errs = append(w.errs, fmt.Sprintf("withdrawing %s from %s: %d %s", w.client, lock, r.status, r.raw))
@@ -522,17 +529,9 @@ func (c *crashCheck) checkStoreAfter(ctx context.Context, a crashAPI) {
 		for k := range crashKeys {
 			lock, key := crashLockName(i), fmt.Sprintf("k%d", k)
 			r := a.get(ctx, "/v1/read", url.Values{"lock": {lock}, "key": {key}})
-			if r.err != nil || r.status != http.StatusOK {
-				c.failf("read %s/%s after the restart: %d %s %v", lock, key, r.status, r.raw, r.err)
-				continue
-			}
-			var got *string
-			switch v := r.body.(type) {
-			case nil:
-			case string:
-				got = &v
-			default:
-				c.failf("read %s/%s after the restart: not a string or null: %s", lock, key, r.raw)
+			got, err := crashValueOf(r)
+			if err != nil {
+				c.failf("read %s/%s after the restart: %d %s %v", lock, key, r.status, r.raw, err)
 				continue
 			}
 			if why := crashJudgeValue(byKey[[2]string{lock, key}], got); why != "" {
@@ -611,39 +610,44 @@ func crashJudgeValue(ws []*crashWrite, got *string) string {
 // granted anew.
 func (c *crashCheck) clearLocks(ctx context.Context, a crashAPI) {
 	for range 4 * crashWorkers {
-		r := a.get(ctx, "/v1/locks", nil)
-		list, ok := r.body.([]any)
-		if r.err != nil || r.status != http.StatusOK || !ok {
-			c.failf("locks after the restart: %d %s %v", r.status, r.raw, r.err)
-			return
-		}
-		if len(list) == 0 {
-			return
-		}
-		for _, e := range list {
-			obj, _ := e.(map[string]any)
-			lock, _ := obj["lock"].(string)
-			holders, err := crashParseHolders(obj["holders"])
-			if err != nil || lock == "" {
-				c.failf("locks after the restart: unexpected entry %v", e)
-				return
-			}
-			if why := crashExclusiveBeside(holders); why != "" {
-				c.failf("locks after the restart, %s: %s: %s", lock, why, r.raw)
-			}
-			if len(holders) == 0 {
-				// S3: a queue head is always granted on a free lock.
-				c.failf("locks after the restart: %s has waiters and no holders: %s", lock, r.raw)
-				return
-			}
-			for _, h := range holders {
-				c.note(lock, h.token, crashSeen{h.client, h.mode, "locks after the restart"})
-				r := a.post(ctx, "/v1/release", map[string]any{"client": h.client, "lock": lock})
-				if r.err != nil || r.status != http.StatusOK || r.body != "released" {
-					c.failf("releasing %s's lease on %s after the restart: %d %s %v", h.client, lock, r.status, r.raw, r.err)
-					return
+		seen, failed := 0, false
+		r, ok := a.crashLocks(ctx, func(r crashAnswer, list []lk.LockSummary) bool {
+			for _, e := range list {
+				seen++
+				holders, err := crashParseHolders(e.Holders)
+				if err != nil || e.Lock == "" {
+					c.failf("locks after the restart: unexpected entry %+v: %v", e, err)
+					failed = true
+					return false
+				}
+				lock := e.Lock
+				if why := crashExclusiveBeside(holders); why != "" {
+					c.failf("locks after the restart, %s: %s: %s", lock, why, r.raw)
+				}
+				if len(holders) == 0 {
+					// S3: a queue head is always granted on a free lock.
+					c.failf("locks after the restart: %s has waiters and no holders: %s", lock, r.raw)
+					failed = true
+					return false
+				}
+				for _, h := range holders {
+					c.note(lock, h.token, crashSeen{h.client, h.mode, "locks after the restart"})
+					r := a.post(ctx, "/v1/release", map[string]any{"client": h.client, "lock": lock})
+					if !r.is(lk.Released) {
+						c.failf("releasing %s's lease on %s after the restart: %d %s %v %v", h.client, lock, r.status, r.raw, r.err, r.bad)
+						failed = true
+						return false
+					}
 				}
 			}
+			return true
+		})
+		if !ok {
+			c.failf("locks after the restart: %d %s %v %v", r.status, r.raw, r.err, r.bad)
+			return
+		}
+		if failed || seen == 0 {
+			return
 		}
 	}
 	c.failf("locks still held after %d rounds of releases", 4*crashWorkers)
@@ -663,11 +667,12 @@ func (c *crashCheck) checkNewGrants(ctx context.Context, a crashAPI) {
 		lock := crashLockName(i)
 		client := fmt.Sprintf("after-%d", i)
 		r := a.post(ctx, "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": 30})
-		token, _, ok := crashGrantedOf(r)
+		res, ok := crashGrantedOf(r)
 		if !ok {
-			c.failf("acquire %s after the restart: %d %s %v", lock, r.status, r.raw, r.err)
+			c.failf("acquire %s after the restart: %d %s %v %v", lock, r.status, r.raw, r.err, r.bad)
 			continue
 		}
+		token := res.Token
 		if token <= c.maxBefore[lock] {
 			c.failf("%s: first grant after the restart has token %d, not above %d seen before the crash", lock, token, c.maxBefore[lock])
 		}
@@ -686,13 +691,13 @@ func (c *crashCheck) checkNewGrants(ctx context.Context, a crashAPI) {
 		}
 		if h := maxWrite[lock]; h > 1 {
 			r := a.post(ctx, "/v1/write", map[string]any{"lock": lock, "key": "stale-probe", "value": "stale", "token": h - 1})
-			if r.status != http.StatusConflict || r.body != "error: stale token" {
+			if !r.isErr(http.StatusConflict, lk.CodeStaleToken) {
 				c.failf("%s: write with token %d below the acknowledged %d after the restart: %d %s %v (want 409 stale token)",
 					lock, h-1, h, r.status, r.raw, r.err)
 			}
 		}
 		r = a.post(ctx, "/v1/write", map[string]any{"lock": lock, "key": "after", "value": "after", "token": token})
-		if r.status != http.StatusOK || r.body != "ok" {
+		if !r.is(lk.OK) {
 			c.failf("%s: write with the new token %d after the restart: %d %s %v", lock, token, r.status, r.raw, r.err)
 		}
 	}
@@ -714,14 +719,106 @@ type crashAPI struct {
 	base string
 }
 
+// crashHTTPClient is the tests' HTTP client: every answer it receives is
+// checked against the API's OpenAPI document (docs/openapi.json), failing t
+// on a mismatch. An answer cut off by a killed server comes back as a
+// transport error, with nothing to check.
+func crashHTTPClient(t *testing.T, base *http.Transport, timeout time.Duration) *http.Client {
+	hc := &http.Client{Transport: apitest.New(t).Transport(t, base), Timeout: timeout}
+	t.Cleanup(hc.CloseIdleConnections)
+	return hc
+}
+
 // answer is one HTTP exchange. err is set when no complete answer came back:
-// then the request may or may not have happened.
+// then the request may or may not have happened. An answer that came back
+// whole is decoded into the result type of its operation (a 200) or into
+// an error object (any other status); bad says why it could not be.
 type crashAnswer struct {
 	status     int
-	body       any // the decoded JSON, numbers as json.Number
+	result     any          // a 200's result: lk.AcquireResult, lk.ReleaseResult, ... by the request's path
+	code       lk.ErrorCode // an error answer's "error"
 	raw        string
+	header     http.Header
+	bad        error
 	err        error
 	sent, recv time.Time
+}
+
+// is: a 200 whose result has outcome o.
+func (r crashAnswer) is(o lk.Outcome) bool {
+	return r.err == nil && r.bad == nil && r.status == http.StatusOK && crashOutcomeOf(r.result) == o
+}
+
+// isErr: an error answer of status and code.
+func (r crashAnswer) isErr(status int, code lk.ErrorCode) bool {
+	return r.err == nil && r.bad == nil && r.status == status && r.code == code
+}
+
+// crashResult returns r's result when r is a 200 of result type T.
+func crashResult[T any](r crashAnswer) (T, bool) {
+	v, ok := r.result.(T)
+	return v, ok && r.err == nil && r.bad == nil && r.status == http.StatusOK
+}
+
+func crashOutcomeOf(res any) lk.Outcome {
+	switch v := res.(type) {
+	case lk.AcquireResult:
+		return v.Outcome
+	case lk.RenewResult:
+		return v.Outcome
+	case lk.ReleaseResult:
+		return v.Outcome
+	case lk.RevokeResult:
+		return v.Outcome
+	case lk.WriteResult:
+		return v.Outcome
+	}
+	return ""
+}
+
+// crashResultOf is a new result of the operation of path, to decode a 200
+// into; nil for a path without one.
+func crashResultOf(path string) any {
+	switch path {
+	case "/v1/acquire":
+		return new(lk.AcquireResult)
+	case "/v1/renew":
+		return new(lk.RenewResult)
+	case "/v1/release":
+		return new(lk.ReleaseResult)
+	case "/v1/revoke":
+		return new(lk.RevokeResult)
+	case "/v1/write":
+		return new(lk.WriteResult)
+	case "/v1/read":
+		return new(lk.ReadResult)
+	case "/v1/inspect":
+		return new(lk.InspectResult)
+	case "/v1/status":
+		return new(lk.StatusResult)
+	case "/v1/locks":
+		return new(lk.LocksResult)
+	case "/v1/health":
+		return new(lk.HealthResult)
+	}
+	return nil
+}
+
+// crashDecode decodes raw, one JSON object and nothing after it, into v,
+// refusing fields v does not have.
+func crashDecode(raw string, v any) error {
+	if !strings.HasPrefix(raw, "{") {
+		return fmt.Errorf("answer %q is not a JSON object", raw)
+	}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("answer %q is not a %T: %w", raw, v, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("answer %q has more after its JSON object", raw)
+	}
+	return nil
 }
 
 func (a crashAPI) post(ctx context.Context, path string, fields map[string]any) crashAnswer {
@@ -731,7 +828,7 @@ func (a crashAPI) post(ctx context.Context, path string, fields map[string]any) 
 		return crashAnswer{err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return a.do(req)
+	return crashDo(a.hc, req)
 }
 
 func (a crashAPI) get(ctx context.Context, path string, q url.Values) crashAnswer {
@@ -743,13 +840,14 @@ func (a crashAPI) get(ctx context.Context, path string, q url.Values) crashAnswe
 	if err != nil {
 		return crashAnswer{err: err}
 	}
-	return a.do(req)
+	return crashDo(a.hc, req)
 }
 
-func (a crashAPI) do(req *http.Request) crashAnswer {
+// crashDo sends req and decodes its answer.
+func crashDo(hc *http.Client, req *http.Request) crashAnswer {
 	var r crashAnswer
 	r.sent = time.Now()
-	resp, err := a.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		r.err = err
 		r.recv = time.Now()
@@ -758,16 +856,25 @@ func (a crashAPI) do(req *http.Request) crashAnswer {
 	raw, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	r.recv = time.Now()
-	r.status, r.raw = resp.StatusCode, strings.TrimSpace(string(raw))
+	r.status, r.raw, r.header = resp.StatusCode, strings.TrimSpace(string(raw)), resp.Header
 	if err != nil {
 		r.err = err
 		return r
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&r.body); err != nil {
-		r.err = fmt.Errorf("answer %q is not JSON: %w", raw, err)
+	if r.status == http.StatusOK {
+		res := crashResultOf(req.URL.Path)
+		if res == nil {
+			r.bad = fmt.Errorf("no result type for %s", req.URL.Path)
+		} else if r.bad = crashDecode(r.raw, res); r.bad == nil {
+			r.result = reflect.ValueOf(res).Elem().Interface()
+		}
+		return r
 	}
+	var e lk.Error
+	if r.bad = crashDecode(r.raw, &e); r.bad == nil && e.Code == "" {
+		r.bad = fmt.Errorf("error answer %q without an error code", r.raw)
+	}
+	r.code = e.Code
 	return r
 }
 
@@ -775,29 +882,16 @@ func crashLockName(i int) string { return fmt.Sprintf("crash/lock-%02d", i) }
 
 func crashClock(t time.Time) string { return t.Format("15:04:05.000") }
 
-func crashInt(v any) (int64, bool) {
-	n, ok := v.(json.Number)
-	if !ok {
-		return 0, false
-	}
-	i, err := n.Int64()
-	return i, err == nil
+// crashGrantedOf reads a 200 {"outcome": "granted", ...}.
+func crashGrantedOf(r crashAnswer) (lk.AcquireResult, bool) {
+	res, ok := crashResult[lk.AcquireResult](r)
+	return res, ok && res.Outcome == lk.Granted
 }
 
-// grantedOf reads a 200 ["granted", token, expires_at].
-func crashGrantedOf(r crashAnswer) (token, expires int64, ok bool) {
-	arr, _ := r.body.([]any)
-	if r.err != nil || r.status != http.StatusOK || len(arr) < 3 || arr[0] != "granted" {
-		return 0, 0, false
-	}
-	token, ok1 := crashInt(arr[1])
-	expires, ok2 := crashInt(arr[2])
-	return token, expires, ok1 && ok2
-}
-
-func crashIsQueued(body any) bool {
-	arr, _ := body.([]any)
-	return len(arr) >= 2 && arr[0] == "queued"
+// crashQueuedOf reads a 200 {"outcome": "queued", "position": n}.
+func crashQueuedOf(r crashAnswer) (lk.AcquireResult, bool) {
+	res, ok := crashResult[lk.AcquireResult](r)
+	return res, ok && res.Outcome == lk.Queued
 }
 
 // holdersOf reads the holders of a 200 inspect answer.
@@ -805,35 +899,59 @@ func crashHoldersOf(r crashAnswer) ([]crashHolder, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	obj, ok := r.body.(map[string]any)
-	if r.status != http.StatusOK || !ok {
-		return nil, fmt.Errorf("answered %d %s", r.status, r.raw)
+	res, ok := crashResult[lk.InspectResult](r)
+	if !ok {
+		return nil, fmt.Errorf("answered %d %s %v", r.status, r.raw, r.bad)
 	}
-	return crashParseHolders(obj["holders"])
+	return crashParseHolders(res.Holders)
 }
 
-// parseHolders reads [[client, mode, token, expires_at], ...].
-func crashParseHolders(v any) ([]crashHolder, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("holders %v is not a list", v)
-	}
+// parseHolders reads [{client, mode, token, expires_at}, ...].
+func crashParseHolders(list []lk.Holder) ([]crashHolder, error) {
 	out := make([]crashHolder, 0, len(list))
-	for _, e := range list {
-		h, _ := e.([]any)
-		if len(h) != 4 {
-			return nil, fmt.Errorf("holder %v is not [client, mode, token, expires_at]", e)
+	for _, h := range list {
+		if h.Client == "" || (h.Mode != lk.Shared && h.Mode != lk.Exclusive) {
+			return nil, fmt.Errorf("holder %+v is not {client, mode, token, expires_at}", h)
 		}
-		client, ok1 := h[0].(string)
-		mode, ok2 := h[1].(string)
-		token, ok3 := crashInt(h[2])
-		expires, ok4 := crashInt(h[3])
-		if !ok1 || !ok2 || !ok3 || !ok4 || (mode != "shared" && mode != "exclusive") {
-			return nil, fmt.Errorf("holder %v is not [client, mode, token, expires_at]", e)
-		}
-		out = append(out, crashHolder{client: client, mode: mode, token: token, expires: expires})
+		out = append(out, crashHolder{client: h.Client, mode: string(h.Mode), token: h.Token, expires: h.ExpiresAt})
 	}
 	return out, nil
+}
+
+// crashValueOf reads a 200 read answer: the value, nil for null. A value
+// comes with the token of the write that stored it, which the tests' values
+// end with ("...#t7"); null comes without one.
+func crashValueOf(r crashAnswer) (*string, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	res, ok := crashResult[lk.ReadResult](r)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("answered %d %s %v", r.status, r.raw, r.bad)
+	case res.Value == nil && res.Token != 0:
+		return nil, fmt.Errorf("a null value with token %d: %s", res.Token, r.raw)
+	case res.Value != nil && !strings.HasSuffix(*res.Value, fmt.Sprintf("#t%d", res.Token)):
+		return nil, fmt.Errorf("value %q with token %d, not the token it was written with: %s", *res.Value, res.Token, r.raw)
+	}
+	return res.Value, nil
+}
+
+// crashLocks reads the locks listing page by page, handing each page to
+// page with the answer it came in; false when an answer was not a page.
+func (a crashAPI) crashLocks(ctx context.Context, page func(r crashAnswer, locks []lk.LockSummary) bool) (crashAnswer, bool) {
+	q := url.Values{}
+	for {
+		r := a.get(ctx, "/v1/locks", q)
+		res, ok := crashResult[lk.LocksResult](r)
+		if !ok {
+			return r, false
+		}
+		if !page(r, res.Locks) || res.Next == nil {
+			return r, true
+		}
+		q.Set("after", *res.Next)
+	}
 }
 
 // exclusiveBeside says what is wrong when an exclusive lease shares the lock.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 )
@@ -83,8 +84,8 @@ func testExecLost(t *testing.T, bin string) {
 			}
 			testutil.Eventually(t, 5*time.Second, "a holds L", func() bool { return holds(s, "a", "L") })
 			time.Sleep(200 * time.Millisecond) // let the command start
-			if out, err := s.Release(ctx, "a", "L"); out != client.Released || err != nil {
-				t.Fatalf("release from elsewhere: %q, %v", out, err)
+			if out, err := s.Release(ctx, "a", "L"); out.Outcome != lk.Released || err != nil {
+				t.Fatalf("release from elsewhere: %+v, %v", out, err)
 			}
 			released := time.Now()
 			err := cmd.Wait()
@@ -143,7 +144,7 @@ func testExecNotObtained(t *testing.T, bin string) {
 
 	// y is already registered (age 2); x (age 1) queues for L1 behind y, and
 	// y's exec asking for x's L2 closes the cycle: y, the younger, is aborted.
-	if res, err := s.Do(ctx, client.AcquireCall("L1", client.AcquireOptions{Client: "x", TTL: 30 * time.Second})); err != nil || string(res.JSON) != `["queued",1]` {
+	if res, err := s.AcquireOnce(ctx, "L1", client.AcquireOptions{Client: "x", TTL: 30 * time.Second}); err != nil || res.Outcome != lk.Queued || res.Position != 1 {
 		t.Fatalf("x queues for L1: %+v, %v", res, err)
 	}
 	r = expect(t, bin, s.url, exitDeadlock, "", "exec", "L2", "--client", "y", "--ttl", "5", "--", "echo", "ran")
@@ -154,7 +155,10 @@ func testExecNotObtained(t *testing.T, bin string) {
 	if !strings.Contains(r.stderr, "client busy") {
 		t.Errorf("stderr %q", r.stderr)
 	}
-	expect(t, bin, s.url, exitErrorResult, "", "exec", "L3", "--client", "x", "--ttl", "0", "--", "echo", "ran")
+	r = expect(t, bin, s.url, exitErrorResult, "", "exec", "L3", "--client", "x", "--ttl", "0", "--", "echo", "ran")
+	if !strings.Contains(r.stderr, "invalid ttl: ttl must be from 1 to 86400 seconds, got 0") {
+		t.Errorf("stderr %q", r.stderr)
+	}
 }
 
 // A SIGTERM to exec reaches the command; exec releases and exits as the
@@ -176,13 +180,13 @@ func testExecSignal(t *testing.T, bin string) {
 	}
 	testutil.Eventually(t, 5*time.Second, "b queued for L", func() bool {
 		cs, err := s.Status(ctx, "b")
-		return err == nil && cs.Waiting == "L"
+		return err == nil && cs.Waiting != nil && cs.Waiting.Lock == "L"
 	})
 	waiter.Process.Signal(syscall.SIGINT)
 	if code := exitCode(waiter.Wait()); code != 128+int(syscall.SIGINT) {
 		t.Errorf("SIGINT while waiting: exit %d, stderr %q; want %d", code, waiterStderr, 128+int(syscall.SIGINT))
 	}
-	if cs, err := s.Status(ctx, "b"); err != nil || cs.Waiting != "" || len(cs.Holds) != 0 {
+	if cs, err := s.Status(ctx, "b"); err != nil || cs.Waiting != nil || len(cs.Holds) != 0 {
 		t.Errorf("b after its exec was interrupted: %+v, %v; want neither waiting nor holding", cs, err)
 	}
 

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -21,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 )
@@ -35,7 +35,7 @@ import (
 // shutdown), and after a pause, as an operator or a failover manager would
 // take, the standby is promoted. The clients go on. What must hold:
 //
-//   - every answer is a correct result or 503 "error: unavailable" with
+//   - every answer is a correct result or 503 {"error": "unavailable"} with
 //     Retry-After: 1: no 500, no hang, no answer the state does not allow;
 //   - both servers answer normally again within foRecoverBy of the
 //     promotion, on their own (nobody restarts them);
@@ -212,16 +212,19 @@ func (a *foAnswer) String() string {
 		return fmt.Sprintf("%s on server %c, sent %s: no answer after %v: %v", a.what, 'A'+a.server, crashClock(a.sent),
 			a.recv.Sub(a.sent).Round(time.Millisecond), a.err)
 	}
-	return fmt.Sprintf("%s on server %c, sent %s, answered %s: %d %s", a.what, 'A'+a.server, crashClock(a.sent), crashClock(a.recv), a.status, a.raw)
+	s := fmt.Sprintf("%s on server %c, sent %s, answered %s: %d %s", a.what, 'A'+a.server, crashClock(a.sent), crashClock(a.recv), a.status, a.raw)
+	if a.bad != nil {
+		s += fmt.Sprintf(" (%v)", a.bad)
+	}
+	if a.err != nil {
+		s += fmt.Sprintf(" (%v)", a.err)
+	}
+	return s
 }
 
 // unavailable: the answer docs/deployment.md promises while the database is away.
 func (a *foAnswer) unavailable() bool {
-	return a.status == http.StatusServiceUnavailable && a.body == "error: unavailable" && a.retryAfter == "1"
-}
-
-func (a *foAnswer) is(status int, body string) bool {
-	return a.err == nil && a.status == status && a.body == body
+	return a.isErr(http.StatusServiceUnavailable, lk.CodeUnavailable) && a.retryAfter == "1"
 }
 
 func (c *foCluster) post(s int, path string, fields map[string]any) *foAnswer {
@@ -246,30 +249,15 @@ func (c *foCluster) get(s int, path string, q url.Values) *foAnswer {
 // own, may not call t.Fatal.
 func (c *foCluster) do(s int, req *http.Request, err error, what string) *foAnswer {
 	a := &foAnswer{server: s, what: what}
-	a.sent = time.Now()
-	var resp *http.Response
-	if err == nil {
-		a.path = req.URL.Path
-		resp, err = c.hc.Do(req)
-	}
 	if err != nil {
+		a.sent = time.Now()
 		a.err, a.recv = err, time.Now()
 		c.record(a)
 		return a
 	}
-	raw, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	a.recv = time.Now()
-	a.status, a.raw, a.retryAfter = resp.StatusCode, strings.TrimSpace(string(raw)), resp.Header.Get("Retry-After")
-	if err != nil {
-		a.err = err
-	} else {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if err := dec.Decode(&a.body); err != nil {
-			a.err = fmt.Errorf("answer %q is not JSON: %w", raw, err)
-		}
-	}
+	a.path = req.URL.Path
+	a.crashAnswer = crashDo(c.hc, req)
+	a.retryAfter = a.header.Get("Retry-After")
 	c.record(a)
 	return a
 }
@@ -301,6 +289,7 @@ func (c *foCluster) settle(s int, client, lock string, limit time.Duration) (*fo
 type foGrant struct {
 	client, lock   string
 	token, expires int64 // expires after the last acknowledged renew
+	grantedAt      int64 // the lease's start, which a renew keeps
 	server         int
 	sent, recv     time.Time
 }
@@ -353,18 +342,23 @@ func (w *foWorker) loop(ctx context.Context) {
 func (w *foWorker) once() bool {
 	lock := foLockName(w.rng.IntN(foLocks))
 	r := w.send("/v1/acquire", map[string]any{"client": w.client, "lock": lock, "ttl": foTTL})
-	if token, expires, ok := crashGrantedOf(r.crashAnswer); ok {
-		g := &foGrant{client: w.client, lock: lock, token: token, expires: expires, server: r.server, sent: r.sent, recv: r.recv}
+	if res, ok := crashGrantedOf(r.crashAnswer); ok {
+		g := &foGrant{client: w.client, lock: lock, token: res.Token, grantedAt: res.GrantedAt, expires: res.ExpiresAt,
+			server: r.server, sent: r.sent, recv: r.recv}
 		w.grants = append(w.grants, g)
+		if res.GrantedAt != res.ExpiresAt-foTTL {
+			w.wrong(r, "acquire: granted_at is not expires_at - ttl (L2)")
+		}
 		// wait 0: a grant on the spot, which starts at the operation's ts.
-		w.ops = append(w.ops, foTS{ts: expires - foTTL, sent: r.sent, recv: r.recv, what: r.what})
+		w.ops = append(w.ops, foTS{ts: res.ExpiresAt - foTTL, sent: r.sent, recv: r.recv, what: r.what})
 		return w.hold(g)
 	}
+	_, queued := crashQueuedOf(r.crashAnswer)
 	switch {
 	case r.unavailable():
 		time.Sleep(foRetry)
 		return w.settle(lock, nil, false)
-	case r.status == http.StatusOK && crashIsQueued(r.body):
+	case queued:
 		if !w.settle(lock, nil, true) {
 			return false
 		}
@@ -390,11 +384,11 @@ func (w *foWorker) hold(g *foGrant) bool {
 	time.Sleep(time.Duration(w.rng.IntN(20)) * time.Millisecond)
 	r := w.send("/v1/release", map[string]any{"client": w.client, "lock": g.lock})
 	switch {
-	case r.is(http.StatusOK, "released"):
+	case r.is(lk.Released):
 		return true
 	case r.unavailable():
 		time.Sleep(foRetry)
-	case r.is(http.StatusConflict, "error: not holder") && !foSurelyLive(r.recv, g.expires):
+	case r.isErr(http.StatusConflict, lk.CodeNotHolder) && !foSurelyLive(r.recv, g.expires):
 	default:
 		w.wrong(r, fmt.Sprintf("release of %v", g))
 	}
@@ -414,10 +408,10 @@ func (w *foWorker) write(g *foGrant) bool {
 	r := w.send("/v1/write", map[string]any{"lock": g.lock, "key": wr.key, "value": wr.value, "token": g.token})
 	wr.sent, wr.recv, wr.body, wr.server = r.sent, r.recv, r.raw, r.server
 	switch {
-	case r.is(http.StatusOK, "ok"):
+	case r.is(lk.OK):
 		wr.out = crashAcked
 		return true
-	case r.is(http.StatusConflict, "error: stale token"):
+	case r.isErr(http.StatusConflict, lk.CodeStaleToken):
 		wr.out = crashRefused
 		// Nobody holds a higher token while an exclusive lease is live.
 		if foSurelyLive(r.recv, g.expires) {
@@ -438,22 +432,20 @@ func (w *foWorker) write(g *foGrant) bool {
 // renew: false when the renew's fate is unknown.
 func (w *foWorker) renew(g *foGrant) bool {
 	r := w.send("/v1/renew", map[string]any{"client": w.client, "lock": g.lock, "ttl": foTTL})
-	arr, _ := r.body.([]any)
+	res, renewed := crashResult[lk.RenewResult](r.crashAnswer)
 	switch {
-	case r.err == nil && r.status == http.StatusOK && len(arr) == 3 && arr[0] == "renewed":
-		token, ok1 := crashInt(arr[1])
-		exp, ok2 := crashInt(arr[2])
-		if !ok1 || !ok2 || token != g.token {
-			w.wrong(r, fmt.Sprintf("renew of %v: the token must stay", g))
+	case renewed && res.Outcome == lk.Renewed:
+		if res.Token != g.token || res.GrantedAt != g.grantedAt {
+			w.wrong(r, fmt.Sprintf("renew of %v: the token and the start (%d) must stay", g, g.grantedAt))
 			return false
 		}
-		g.expires = exp
-		w.ops = append(w.ops, foTS{ts: exp - foTTL, sent: r.sent, recv: r.recv, what: r.what})
+		g.expires = res.ExpiresAt
+		w.ops = append(w.ops, foTS{ts: res.ExpiresAt - foTTL, sent: r.sent, recv: r.recv, what: r.what})
 		return true
 	case r.unavailable():
 		time.Sleep(foRetry)
 		return false
-	case r.is(http.StatusConflict, "error: not holder") && !foSurelyLive(r.recv, g.expires):
+	case r.isErr(http.StatusConflict, lk.CodeNotHolder) && !foSurelyLive(r.recv, g.expires):
 		return false
 	default:
 		w.wrong(r, fmt.Sprintf("renew of %v", g))
@@ -477,13 +469,13 @@ func (w *foWorker) settle(lock string, g *foGrant, sure bool) bool {
 			sure = false
 			time.Sleep(foRetry)
 			continue
-		case r.is(http.StatusOK, "released"):
-		case r.is(http.StatusOK, "withdrawn"):
+		case r.is(lk.Released):
+		case r.is(lk.Withdrawn):
 			// A client that held a lease never queued for the lock since.
 			if g != nil {
 				w.wrong(r, fmt.Sprintf("settling %v", g))
 			}
-		case r.is(http.StatusConflict, "error: not holder"):
+		case r.isErr(http.StatusConflict, lk.CodeNotHolder):
 			switch {
 			case sure && g == nil:
 				w.wrong(r, "withdrawing from "+lock+" after a queued answer")
@@ -511,12 +503,9 @@ func TestFailoverToStandby(t *testing.T) {
 	began := time.Now()
 	bin := buildBinary(t)
 	c := &foCluster{t: t, pg: startFOPG(t, script)}
-	c.hc = &http.Client{
-		Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 32, DisableCompression: true},
-		// Above the longest wait asked for: only a hang runs into it.
-		Timeout: time.Duration(foWaitLong+15) * time.Second,
-	}
-	t.Cleanup(c.hc.CloseIdleConnections)
+	// The timeout is above the longest wait asked for: only a hang runs into it.
+	c.hc = crashHTTPClient(t, &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 32, DisableCompression: true},
+		time.Duration(foWaitLong+15)*time.Second)
 	dsn := c.pg.dsn()
 	for i := range c.srv {
 		c.srv[i] = startCrashServer(t, bin, dsn)
@@ -529,11 +518,12 @@ func TestFailoverToStandby(t *testing.T) {
 	for i, lock := range []string{foLockWoken, foLockRecheck, foLockTimeout} {
 		client := "holder-" + strings.TrimPrefix(lock, "fo/blocked-")
 		r := c.post(i%2, "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": 60})
-		token, expires, ok := crashGrantedOf(r.crashAnswer)
+		res, ok := crashGrantedOf(r.crashAnswer)
 		if !ok {
 			t.Fatalf("holder: %v", r)
 		}
-		holders[lock] = &foGrant{client: client, lock: lock, token: token, expires: expires, server: r.server, sent: r.sent, recv: r.recv}
+		holders[lock] = &foGrant{client: client, lock: lock, token: res.Token, grantedAt: res.GrantedAt, expires: res.ExpiresAt,
+			server: r.server, sent: r.sent, recv: r.recv}
 	}
 	// Each waits on the server the release does not go through, so that
 	// only the notification, or the recheck after a lost one, answers it.
@@ -549,12 +539,11 @@ func TestFailoverToStandby(t *testing.T) {
 		})
 	}
 	testutil.Eventually(t, 10*time.Second, "the three waiters are queued", func() bool {
-		r := c.get(0, "/v1/locks", nil)
-		list, _ := r.body.([]any)
+		r := c.get(0, "/v1/locks", url.Values{"prefix": {"fo/blocked-"}})
+		res, _ := crashResult[lk.LocksResult](r.crashAnswer)
 		queued := 0
-		for _, e := range list {
-			obj, _ := e.(map[string]any)
-			if n, _ := crashInt(obj["waiting"]); n == 1 && strings.HasPrefix(fmt.Sprint(obj["lock"]), "fo/blocked-") {
+		for _, e := range res.Locks {
+			if e.Waiting == 1 && strings.HasPrefix(e.Lock, "fo/blocked-") {
 				queued++
 			}
 		}
@@ -604,7 +593,7 @@ func TestFailoverToStandby(t *testing.T) {
 	release := func(lock string) {
 		h := holders[lock]
 		r, err := c.settle(0, h.client, lock, 20*time.Second)
-		if err != nil || !r.is(http.StatusOK, "released") {
+		if err != nil || !r.is(lk.Released) {
 			t.Errorf("releasing %v after the failover: %v %v", h, r, err)
 		}
 		released[lock] = r
@@ -669,24 +658,24 @@ func (ck *foCheck) checkWaiters(waiters []*foWaiter, holders map[string]*foGrant
 			ck.failf("%s: no answer recorded", wt.client)
 			continue
 		}
-		token, expires, granted := crashGrantedOf(r.crashAnswer)
+		res, granted := crashGrantedOf(r.crashAnswer)
+		token := res.Token
 		switch wt.lock {
 		case foLockTimeout:
 			// Its wait ran out after the promotion: it reads the state, and
 			// is still first in line behind the holder.
-			arr, _ := r.body.([]any)
-			if r.err != nil || r.status != http.StatusOK || len(arr) != 2 || arr[0] != "queued" || fmt.Sprint(arr[1]) != "1" {
-				ck.failf("%s, waiting %d s across the failover: want [\"queued\", 1] when its wait ran out: %v", wt.client, wt.wait, r)
+			if q, ok := crashQueuedOf(r.crashAnswer); !ok || q.Position != 1 || len(q.Victims) != 0 {
+				ck.failf("%s, waiting %d s across the failover: want {\"outcome\": \"queued\", \"position\": 1} when its wait ran out: %v", wt.client, wt.wait, r)
 			} else if d := r.recv.Sub(r.sent) - time.Duration(wt.wait)*time.Second; d < -time.Second || d > 2*time.Second {
 				ck.failf("%s: answered queued %v off its wait of %d s: %v", wt.client, d.Round(time.Millisecond), wt.wait, r)
 			}
 			ck.t.Logf("%s on server %c: %s after %v", wt.client, 'A'+wt.server, r.raw, r.recv.Sub(r.sent).Round(time.Millisecond))
 			// Out of the queue, and the holder's lease ended, so that
 			// every lock is free for checkAfter.
-			if rr, err := ck.c.settle(wt.server, wt.client, wt.lock, 10*time.Second); err != nil || !rr.is(http.StatusOK, "withdrawn") {
+			if rr, err := ck.c.settle(wt.server, wt.client, wt.lock, 10*time.Second); err != nil || !rr.is(lk.Withdrawn) {
 				ck.failf("withdrawing %s after its wait: %v %v", wt.client, rr, err)
 			}
-			if rr, err := ck.c.settle(h.server, h.client, h.lock, 10*time.Second); err != nil || !rr.is(http.StatusOK, "released") {
+			if rr, err := ck.c.settle(h.server, h.client, h.lock, 10*time.Second); err != nil || !rr.is(lk.Released) {
 				ck.failf("releasing %v: %v %v", h, rr, err)
 			}
 		default:
@@ -695,8 +684,8 @@ func (ck *foCheck) checkWaiters(waiters []*foWaiter, holders map[string]*foGrant
 				ck.failf("%s, blocked across the failover on %s, whose holder (%v) released it after the promotion (%v): want granted token %d, got %v",
 					wt.client, wt.lock, h, rel, h.token+1, r)
 			} else {
-				ck.grants = append(ck.grants, &foGrant{client: wt.client, lock: wt.lock, token: token, expires: expires,
-					server: wt.server, sent: r.sent, recv: r.recv})
+				ck.grants = append(ck.grants, &foGrant{client: wt.client, lock: wt.lock, token: token, grantedAt: res.GrantedAt,
+					expires: res.ExpiresAt, server: wt.server, sent: r.sent, recv: r.recv})
 				late := r.recv.Sub(rel.recv)
 				if late > 5*time.Second {
 					ck.failf("%s: granted %v after the release was acknowledged, not by news of it: %v", wt.client, late.Round(time.Millisecond), r)
@@ -704,7 +693,7 @@ func (ck *foCheck) checkWaiters(waiters []*foWaiter, holders map[string]*foGrant
 				ck.t.Logf("%s on server %c: granted token %d %v after the release through server A was acknowledged (%v after the promotion)",
 					wt.client, 'A'+wt.server, token, late.Round(time.Millisecond), rel.recv.Sub(ck.promoted).Round(time.Millisecond))
 			}
-			if rr, err := ck.c.settle(wt.server, wt.client, wt.lock, 10*time.Second); err != nil || !rr.is(http.StatusOK, "released") {
+			if rr, err := ck.c.settle(wt.server, wt.client, wt.lock, 10*time.Second); err != nil || !rr.is(lk.Released) {
 				ck.failf("releasing %s's lease: %v %v", wt.client, rr, err)
 			}
 		}
@@ -726,7 +715,7 @@ func (ck *foCheck) checkAnswers() {
 		switch {
 		case r.status == http.StatusServiceUnavailable:
 			if !r.unavailable() {
-				ck.failf("a 503 other than \"error: unavailable\" with Retry-After: 1 (Retry-After %q): %v", r.retryAfter, r)
+				ck.failf("a 503 other than {\"error\": \"unavailable\"} with Retry-After: 1 (Retry-After %q): %v", r.retryAfter, r)
 			}
 			ck.unavail[r.server]++
 			if r.recv.After(ck.lastUnavail[r.server]) {
@@ -738,7 +727,7 @@ func (ck *foCheck) checkAnswers() {
 			if r.sent.After(ck.promoted.Add(foRecoverBy)) {
 				ck.failf("still unavailable, sent %v after the promotion: %v", r.sent.Sub(ck.promoted).Round(time.Millisecond), r)
 			}
-		case r.err != nil || r.status >= 500:
+		case r.err != nil || r.bad != nil || r.status >= 500:
 			// The workers report these with their context; the rest of
 			// the test's requests too, here.
 			ck.failf("%v", r)
@@ -757,12 +746,12 @@ func (ck *foCheck) checkClocks(clocks [2][]*foAnswer) {
 	for s, rs := range clocks {
 		last := int64(0)
 		for _, r := range rs {
-			obj, _ := r.body.(map[string]any)
-			clock, ok := crashInt(obj["clock"])
-			if r.err != nil || r.status != http.StatusOK || obj["status"] != "ok" || !ok {
+			h, ok := crashResult[lk.HealthResult](r.crashAnswer)
+			if !ok || h.Status != "ok" || h.Clock == nil {
 				ck.failf("health of server %c: %v", 'A'+s, r)
 				continue
 			}
+			clock := *h.Clock
 			if clock < last {
 				ck.failf("server %c's clock went back from %d to %d: %v", 'A'+s, last, clock, r)
 			}
@@ -855,14 +844,9 @@ func (ck *foCheck) checkAfter() {
 		}
 		for s := range c.srv {
 			r := c.get(s, "/v1/read", url.Values{"lock": {k[0]}, "key": {k[1]}})
-			var got *string
-			switch v := r.body.(type) {
-			case nil:
-			case string:
-				got = &v
-			}
-			if r.err != nil || r.status != http.StatusOK || (got == nil && r.body != nil) {
-				ck.failf("read %s/%s after the failover: %v", k[0], k[1], r)
+			got, err := crashValueOf(r.crashAnswer)
+			if err != nil {
+				ck.failf("read %s/%s after the failover: %v: %v", k[0], k[1], r, err)
 				continue
 			}
 			if why := msJudgeOwn(ws, got); why != "" {
@@ -890,25 +874,26 @@ func (ck *foCheck) checkAfter() {
 		for s := range c.srv {
 			client := fmt.Sprintf("after-%c", 'A'+s)
 			r := c.post(s, "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": 30})
-			token, _, ok := crashGrantedOf(r.crashAnswer)
+			res, ok := crashGrantedOf(r.crashAnswer)
 			if !ok {
 				ck.failf("acquire %s after the failover: %v", lock, r)
 				continue
 			}
+			token := res.Token
 			if token <= maxGrant[lock] {
 				ck.failf("%s: grant after the failover has token %d, not above %d acknowledged before", lock, token, maxGrant[lock])
 			}
 			maxGrant[lock] = token
 			if h := maxWrite[lock]; h > 1 {
 				r := c.post(s, "/v1/write", map[string]any{"lock": lock, "key": "stale-probe", "value": "x", "token": h - 1})
-				if !r.is(http.StatusConflict, "error: stale token") {
+				if !r.isErr(http.StatusConflict, lk.CodeStaleToken) {
 					ck.failf("%s: write with token %d, below the acknowledged %d, after the failover: %v (want 409 stale token)", lock, h-1, h, r)
 				}
 			}
-			if r := c.post(s, "/v1/write", map[string]any{"lock": lock, "key": "after", "value": client, "token": token}); !r.is(http.StatusOK, "ok") {
+			if r := c.post(s, "/v1/write", map[string]any{"lock": lock, "key": "after", "value": client, "token": token}); !r.is(lk.OK) {
 				ck.failf("%s: write with the new token %d: %v", lock, token, r)
 			}
-			if r := c.post(s, "/v1/release", map[string]any{"client": client, "lock": lock}); !r.is(http.StatusOK, "released") {
+			if r := c.post(s, "/v1/release", map[string]any{"client": client, "lock": lock}); !r.is(lk.Released) {
 				ck.failf("%s: release after the failover: %v", lock, r)
 			}
 		}

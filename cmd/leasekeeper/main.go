@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	lk "github.com/leasekeeper/leasekeeper"
 )
 
 // usageError marks a problem with what the user typed or fed in: exit status 2.
@@ -38,10 +40,11 @@ time-limited lease, renews it while it works and releases it. Every grant
 carries a fencing token, and the fenced store refuses writes with a token lower
 than one it already accepted, so a job that stalled past its lease can never
 overwrite its successor.`,
+		Version:       lk.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newBenchCmd(), newServeCmd(), newBackupCmd())
+	root.AddCommand(newRunCmd(), newBenchCmd(), newServeCmd(), newBackupCmd(), newVersionCmd())
 	root.AddCommand(clientCommands()...)
 	return root
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
 
@@ -120,12 +121,13 @@ func TestServerDiesMidLoad(t *testing.T) {
 	for i := range orphans {
 		r := c.api[dead].post(context.Background(), "/v1/acquire",
 			map[string]any{"client": msOrphan(i), "lock": msOrphanLock(i), "ttl": orphanTTL})
-		token, expires, ok := crashGrantedOf(r)
+		res, ok := crashGrantedOf(r)
 		if !ok {
-			t.Fatalf("orphan acquire of %s: %d %s %v", msOrphanLock(i), r.status, r.raw, r.err)
+			t.Fatalf("orphan acquire of %s: %d %s %v %v", msOrphanLock(i), r.status, r.raw, r.err, r.bad)
 		}
 		orphanGrants = append(orphanGrants, &msGrant{client: msOrphan(i), lock: msOrphanLock(i), mode: "exclusive",
-			ttl: orphanTTL, token: token, expires: expires, lastExpires: expires, server: dead, sent: r.sent, recv: r.recv})
+			ttl: orphanTTL, token: res.Token, grantedAt: res.GrantedAt, expires: res.ExpiresAt, lastExpires: res.ExpiresAt,
+			server: dead, sent: r.sent, recv: r.recv})
 	}
 
 	killAt := c.kill(dead)
@@ -143,14 +145,14 @@ func TestServerDiesMidLoad(t *testing.T) {
 		wwg.Go(func() {
 			r := c.api[1-dead].post(context.Background(), "/v1/acquire",
 				map[string]any{"client": msWaiter(i), "lock": msOrphanLock(i), "ttl": waiterTTL, "wait": 3 * orphanTTL})
-			token, expires, ok := crashGrantedOf(r)
+			res, ok := crashGrantedOf(r)
 			if !ok {
-				waiters[i].err = fmt.Sprintf("%d %s %v", r.status, r.raw, r.err)
+				waiters[i].err = fmt.Sprintf("%d %s %v %v", r.status, r.raw, r.err, r.bad)
 				return
 			}
 			waiters[i].g = &msGrant{client: msWaiter(i), lock: msOrphanLock(i), mode: "exclusive", ttl: waiterTTL,
-				token: token, expires: expires, lastExpires: expires, server: 1 - dead, wait: 3 * orphanTTL * time.Second,
-				sent: r.sent, recv: r.recv}
+				token: res.Token, grantedAt: res.GrantedAt, expires: res.ExpiresAt, lastExpires: res.ExpiresAt,
+				server: 1 - dead, wait: 3 * orphanTTL * time.Second, sent: r.sent, recv: r.recv}
 		})
 	}
 
@@ -170,9 +172,9 @@ func TestServerDiesMidLoad(t *testing.T) {
 		g := w.g
 		// The waiter's lease starts at the orphan's expires_at (L3), with the
 		// next token.
-		if g.token != o.token+1 || g.expires != o.expires+waiterTTL {
-			ck.failf("%s: waiter granted token %d until %d; want token %d until %d (the orphan's token %d lapsing at %d)",
-				o.lock, g.token, g.expires, o.token+1, o.expires+waiterTTL, o.token, o.expires)
+		if g.token != o.token+1 || g.grantedAt != o.expires || g.expires != o.expires+waiterTTL {
+			ck.failf("%s: waiter granted token %d from %d until %d; want token %d from %d until %d (the orphan's token %d lapsing at %d)",
+				o.lock, g.token, g.grantedAt, g.expires, o.token+1, o.expires, o.expires+waiterTTL, o.token, o.expires)
 		}
 		if !c.answeredAfter(g.recv, o.expires) {
 			ck.failf("%s: waiter answered at %s, before the orphan's lease ended at %d", o.lock, crashClock(g.recv), o.expires)
@@ -188,10 +190,10 @@ func TestServerDiesMidLoad(t *testing.T) {
 		run.grants = append(run.grants, o, g)
 		r := c.api[1-dead].post(context.Background(), "/v1/release", map[string]any{"client": g.client, "lock": g.lock})
 		g.relSent, g.relRecv, g.relBody = r.sent, r.recv, r.raw
-		if r.status == http.StatusOK && r.body == "released" {
+		if r.is(lk.Released) {
 			g.rel = crashAcked
 		} else {
-			ck.failf("%s: releasing the waiter's lease: %d %s %v", g.lock, r.status, r.raw, r.err)
+			ck.failf("%s: releasing the waiter's lease: %d %s %v %v", g.lock, r.status, r.raw, r.err, r.bad)
 		}
 	}
 
@@ -232,13 +234,9 @@ type msCluster struct {
 func newMSCluster(t *testing.T) *msCluster {
 	bin := buildBinary(t)
 	c := &msCluster{t: t, dsn: pgtest.DSN(t)}
-	hc := &http.Client{
-		Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, DisableCompression: true},
-		// Above the longest wait asked for: a request is never abandoned
-		// while the server may still act on it.
-		Timeout: 60 * time.Second,
-	}
-	t.Cleanup(hc.CloseIdleConnections)
+	// The timeout is above the longest wait asked for: a request is never
+	// abandoned while the server may still act on it.
+	hc := crashHTTPClient(t, &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, DisableCompression: true}, 60*time.Second)
 	dir := t.TempDir()
 	for i := range c.srv {
 		c.audit[i] = filepath.Join(dir, fmt.Sprintf("audit-%c.jsonl", 'A'+i))
@@ -323,11 +321,12 @@ type msConfig struct {
 	lapseOdds int // one grant in lapseOdds is left to lapse
 }
 
-// msGrant is an acknowledged ["granted", token, expires_at] and what became
+// msGrant is an acknowledged {"outcome": "granted", ...} and what became
 // of the lease.
 type msGrant struct {
 	client, lock, mode string
 	ttl, token         int64
+	grantedAt          int64 // the lease's start, which a renew keeps
 	expires            int64 // as granted
 	lastExpires        int64 // after the last acknowledged renew
 	renewUnknown       bool  // a renew went unanswered: lastExpires may be out of date
@@ -531,6 +530,8 @@ func (w *msWorker) send(path string, fields map[string]any) (crashAnswer, int) {
 		}
 	case r.err != nil:
 		w.errorf("%s on server %c: %d %s: %v", path, 'A'+s, r.status, r.raw, r.err)
+	case r.bad != nil:
+		w.errorf("%s on server %c: %d %s: %v", path, 'A'+s, r.status, r.raw, r.bad)
 	}
 	if r.status != 0 {
 		w.st.answered[s]++
@@ -561,17 +562,23 @@ func (w *msWorker) once() bool {
 	wait := 1 + w.rng.IntN(3)
 	w.st.acquires++
 	r, s := w.send("/v1/acquire", map[string]any{"client": w.client, "lock": lock, "ttl": ttl, "mode": mode, "wait": wait})
-	token, expires, granted := crashGrantedOf(r)
+	res, granted := crashGrantedOf(r)
+	_, queued := crashQueuedOf(r)
 	switch {
 	case r.err != nil:
 		return w.reconcile(lock, nil)
 	case granted:
-		g := &msGrant{client: w.client, lock: lock, mode: mode, ttl: ttl, token: token, expires: expires, lastExpires: expires,
-			server: s, wait: time.Duration(wait) * time.Second, sent: r.sent, recv: r.recv}
+		g := &msGrant{client: w.client, lock: lock, mode: mode, ttl: ttl, token: res.Token, grantedAt: res.GrantedAt,
+			expires: res.ExpiresAt, lastExpires: res.ExpiresAt, server: s, wait: time.Duration(wait) * time.Second, sent: r.sent, recv: r.recv}
 		w.grants = append(w.grants, g)
 		w.st.granted++
+		if res.GrantedAt != res.ExpiresAt-ttl {
+			// A lease lasts its ttl from its start, on the spot or from the queue (L2, L3).
+			w.errorf("acquire %s %s (ttl %d) on server %c: granted_at %d, not expires_at - ttl: %s",
+				mode, lock, ttl, 'A'+s, res.GrantedAt, r.raw)
+		}
 		return w.hold(g, lapse)
-	case r.status == http.StatusOK && crashIsQueued(r.body):
+	case queued:
 		w.st.timedOut++
 		return w.withdraw(lock)
 	default:
@@ -618,10 +625,10 @@ func (w *msWorker) write(g *msGrant, key string) bool {
 		wr.out = crashUnknown
 		w.st.unknown++
 		return false
-	case r.status == http.StatusOK && r.body == "ok":
+	case r.is(lk.OK):
 		wr.out = crashAcked
 		w.st.writesOK++
-	case r.status == http.StatusConflict && r.body == "error: stale token":
+	case r.isErr(http.StatusConflict, lk.CodeStaleToken):
 		wr.out = crashRefused
 		w.st.writesStale++
 	default:
@@ -635,20 +642,18 @@ func (w *msWorker) write(g *msGrant, key string) bool {
 func (w *msWorker) renew(g *msGrant, lapse bool) bool {
 	ttl := w.ttl(lapse)
 	r, s := w.send("/v1/renew", map[string]any{"client": w.client, "lock": g.lock, "ttl": ttl})
-	arr, _ := r.body.([]any)
+	res, renewed := crashResult[lk.RenewResult](r)
 	switch {
 	case r.err != nil:
 		g.renewUnknown = true
 		return false
-	case r.status == http.StatusOK && len(arr) == 3 && arr[0] == "renewed":
-		token, ok1 := crashInt(arr[1])
-		exp, ok2 := crashInt(arr[2])
-		if !ok1 || !ok2 || token != g.token {
-			w.errorf("renew of %v on server %c answered %s: the token must stay", g, 'A'+s, r.raw)
+	case renewed && res.Outcome == lk.Renewed:
+		if res.Token != g.token || res.GrantedAt != g.grantedAt {
+			w.errorf("renew of %v on server %c answered %s: the token and the start (%d) must stay", g, 'A'+s, r.raw, g.grantedAt)
 		}
-		g.lastExpires = exp
+		g.lastExpires = res.ExpiresAt
 		w.st.renewed++
-	case r.status == http.StatusConflict && r.body == "error: not holder":
+	case r.isErr(http.StatusConflict, lk.CodeNotHolder):
 		if !g.renewUnknown && w.c.answeredBefore(r.recv, g.lastExpires) {
 			w.errorf("renew of %v on server %c answered at %s, before the lease ended: not holder", g, 'A'+s, crashClock(r.recv))
 		}
@@ -665,10 +670,10 @@ func (w *msWorker) release(g *msGrant) bool {
 	case r.err != nil:
 		g.rel = crashUnknown
 		return w.reconcile(g.lock, g)
-	case r.status == http.StatusOK && r.body == "released":
+	case r.is(lk.Released):
 		g.rel = crashAcked
 		w.st.released++
-	case r.status == http.StatusConflict && r.body == "error: not holder":
+	case r.isErr(http.StatusConflict, lk.CodeNotHolder):
 		g.rel = crashRefused
 		if !g.renewUnknown && w.c.answeredBefore(r.recv, g.lastExpires) {
 			w.errorf("release of %v on server %c answered at %s, before the lease ended: not holder", g, 'A'+s, crashClock(r.recv))
@@ -692,10 +697,10 @@ func (w *msWorker) letLapse(g *msGrant) bool {
 	case r.err != nil:
 		g.rel = crashUnknown
 		return w.reconcile(g.lock, g)
-	case r.status == http.StatusConflict && r.body == "error: not holder":
+	case r.isErr(http.StatusConflict, lk.CodeNotHolder):
 		g.lapsed = !g.renewUnknown
 		w.st.lapsed++
-	case r.status == http.StatusOK && r.body == "released":
+	case r.is(lk.Released):
 		g.rel, g.relSent, g.relRecv, g.relBody = crashAcked, r.sent, r.recv, r.raw
 		if !g.renewUnknown && w.c.sentAfter(r.sent, g.lastExpires) {
 			w.errorf("release of %v on server %c, sent at %s after the lease ended, answered released (L2)",
@@ -714,11 +719,11 @@ func (w *msWorker) withdraw(lock string) bool {
 	switch {
 	case r.err != nil:
 		return w.reconcile(lock, nil)
-	case r.status == http.StatusOK && r.body == "withdrawn":
+	case r.is(lk.Withdrawn):
 		w.st.withdrawn++
-	case r.status == http.StatusOK && r.body == "released":
+	case r.is(lk.Released):
 		w.st.unacked++ // granted between the answer and the withdrawal
-	case r.status == http.StatusConflict && r.body == "error: not holder":
+	case r.isErr(http.StatusConflict, lk.CodeNotHolder):
 		w.st.lapsedQ++ // granted after the answer, and lapsed already
 	default:
 		w.errorf("withdrawing from %s on server %c: %d %s", lock, 'A'+s, r.status, r.raw)
@@ -739,15 +744,14 @@ func (w *msWorker) reconcile(lock string, g *msGrant) bool {
 		case r.err != nil:
 			w.errorf("settling %s after an unanswered request: %v", lock, r.err)
 			return false
-		case r.status == http.StatusOK && r.body == "released":
+		case r.is(lk.Released):
 			if g != nil && g.rel != crashAcked {
 				g.rel, g.relSent, g.relRecv, g.relBody = crashAcked, r.sent, r.recv, r.raw
 			}
 			if g == nil {
 				w.st.unacked++
 			}
-		case r.status == http.StatusOK && r.body == "withdrawn",
-			r.status == http.StatusConflict && r.body == "error: not holder":
+		case r.is(lk.Withdrawn), r.isErr(http.StatusConflict, lk.CodeNotHolder):
 		default:
 			w.errorf("settling %s after an unanswered request, on server %c: %d %s", lock, 'A'+s, r.status, r.raw)
 			return false
@@ -901,35 +905,34 @@ func (run *msRun) httpPoll(ctx context.Context) {
 		if run.c.killed[s].Load() {
 			continue
 		}
-		r := run.c.api[s].get(ctx, "/v1/locks", nil)
-		list, ok := r.body.([]any)
-		if r.err != nil || r.status != http.StatusOK || !ok {
+		r, ok := run.c.api[s].crashLocks(ctx, func(r crashAnswer, list []lk.LockSummary) bool {
+			for _, e := range list {
+				lock, waiting := e.Lock, e.Waiting
+				holders, err := crashParseHolders(e.Holders)
+				if err != nil || lock == "" {
+					errs = append(errs, fmt.Sprintf("locks on server %c: unexpected entry %+v: %v", 'A'+s, e, err))
+					continue
+				}
+				if why := crashExclusiveBeside(holders); why != "" {
+					errs = append(errs, fmt.Sprintf("locks on server %c, %s: %s: %s", 'A'+s, lock, why, r.raw))
+				}
+				if len(holders) == 0 && waiting > 0 {
+					errs = append(errs, fmt.Sprintf("locks on server %c: %s has %d waiters and no holder (S3): %s", 'A'+s, lock, waiting, r.raw))
+				}
+				for _, h := range holders {
+					msNote(seen, msSample{lock: lock, client: h.client, mode: h.mode, token: h.token,
+						src: fmt.Sprintf("/v1/locks on server %c", 'A'+s), last: r.sent}, &errs)
+				}
+			}
+			return true
+		})
+		if !ok {
 			if ctx.Err() == nil && !run.c.killed[s].Load() {
-				errs = append(errs, fmt.Sprintf("locks on server %c: %d %s %v", 'A'+s, r.status, r.raw, r.err))
+				errs = append(errs, fmt.Sprintf("locks on server %c: %d %s %v %v", 'A'+s, r.status, r.raw, r.err, r.bad))
 			}
 			continue
 		}
 		polls++
-		for _, e := range list {
-			obj, _ := e.(map[string]any)
-			lock, _ := obj["lock"].(string)
-			holders, err := crashParseHolders(obj["holders"])
-			waiting, _ := crashInt(obj["waiting"])
-			if err != nil || lock == "" {
-				errs = append(errs, fmt.Sprintf("locks on server %c: unexpected entry %v", 'A'+s, e))
-				continue
-			}
-			if why := crashExclusiveBeside(holders); why != "" {
-				errs = append(errs, fmt.Sprintf("locks on server %c, %s: %s: %s", 'A'+s, lock, why, r.raw))
-			}
-			if len(holders) == 0 && waiting > 0 {
-				errs = append(errs, fmt.Sprintf("locks on server %c: %s has %d waiters and no holder (S3): %s", 'A'+s, lock, waiting, r.raw))
-			}
-			for _, h := range holders {
-				msNote(seen, msSample{lock: lock, client: h.client, mode: h.mode, token: h.token,
-					src: fmt.Sprintf("/v1/locks on server %c", 'A'+s), last: r.sent}, &errs)
-			}
-		}
 	}
 }
 
@@ -966,30 +969,34 @@ func (run *msRun) clearLocks(s int) {
 	a := run.c.api[s]
 	ctx := context.Background()
 	for range 100 {
-		r := a.get(ctx, "/v1/locks", nil)
-		list, ok := r.body.([]any)
-		if r.err != nil || r.status != http.StatusOK || !ok {
-			run.errs = append(run.errs, fmt.Sprintf("locks after the load: %d %s %v", r.status, r.raw, r.err))
-			return
-		}
-		if len(list) == 0 {
-			return
-		}
-		for _, e := range list {
-			obj, _ := e.(map[string]any)
-			lock, _ := obj["lock"].(string)
-			holders, err := crashParseHolders(obj["holders"])
-			if err != nil || len(holders) == 0 {
-				run.errs = append(run.errs, fmt.Sprintf("locks after the load: %s: %s", lock, r.raw))
-				return
-			}
-			for _, h := range holders {
-				r := a.post(ctx, "/v1/release", map[string]any{"client": h.client, "lock": lock})
-				if r.status != http.StatusOK && !(r.status == http.StatusConflict && r.body == "error: not holder") {
-					run.errs = append(run.errs, fmt.Sprintf("releasing %s's lease on %s after the load: %d %s %v", h.client, lock, r.status, r.raw, r.err))
-					return
+		seen, failed := 0, false
+		r, ok := a.crashLocks(ctx, func(r crashAnswer, list []lk.LockSummary) bool {
+			for _, e := range list {
+				seen++
+				lock := e.Lock
+				holders, err := crashParseHolders(e.Holders)
+				if err != nil || len(holders) == 0 {
+					run.errs = append(run.errs, fmt.Sprintf("locks after the load: %s: %s", lock, r.raw))
+					failed = true
+					return false
+				}
+				for _, h := range holders {
+					r := a.post(ctx, "/v1/release", map[string]any{"client": h.client, "lock": lock})
+					if _, ok := crashResult[lk.ReleaseResult](r); !ok && !r.isErr(http.StatusConflict, lk.CodeNotHolder) {
+						run.errs = append(run.errs, fmt.Sprintf("releasing %s's lease on %s after the load: %d %s %v %v", h.client, lock, r.status, r.raw, r.err, r.bad))
+						failed = true
+						return false
+					}
 				}
 			}
+			return true
+		})
+		if !ok {
+			run.errs = append(run.errs, fmt.Sprintf("locks after the load: %d %s %v %v", r.status, r.raw, r.err, r.bad))
+			return
+		}
+		if failed || seen == 0 {
+			return
 		}
 	}
 	run.errs = append(run.errs, "locks still held after 100 rounds of releases")
@@ -1020,18 +1027,12 @@ func (run *msRun) readBack() map[[2]string]*msRead {
 					continue
 				}
 				r := run.c.api[s].get(ctx, "/v1/read", url.Values{"lock": {lock}, "key": {key}})
-				if r.err != nil || r.status != http.StatusOK {
-					run.errs = append(run.errs, fmt.Sprintf("read %s/%s on server %c: %d %s %v", lock, key, 'A'+s, r.status, r.raw, r.err))
+				v, err := crashValueOf(r)
+				if err != nil {
+					run.errs = append(run.errs, fmt.Sprintf("read %s/%s on server %c: %d %s %v", lock, key, 'A'+s, r.status, r.raw, err))
 					continue
 				}
-				switch v := r.body.(type) {
-				case nil:
-				case string:
-					rd.vals[s] = &v
-				default:
-					run.errs = append(run.errs, fmt.Sprintf("read %s/%s on server %c: not a string or null: %s", lock, key, 'A'+s, r.raw))
-					continue
-				}
+				rd.vals[s] = v
 				rd.read[s] = true
 			}
 		}
@@ -1393,8 +1394,8 @@ func (ck *msCheck) checkGrants() {
 			}
 			continue
 		}
-		if l.client != g.client || l.expires != g.expires {
-			ck.failf("%s: acknowledged grant %v, but the audit logs say %v until %d", g.lock, g, l, l.expires)
+		if l.client != g.client || l.expires != g.expires || l.at != g.grantedAt {
+			ck.failf("%s: acknowledged grant %v from %d, but the audit logs say %v until %d", g.lock, g, g.grantedAt, l, l.expires)
 		}
 		// A grant on the spot is made by the acquire's own transaction, on
 		// the server that answers it.

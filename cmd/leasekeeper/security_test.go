@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +20,10 @@ import (
 	"testing"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/apitest"
 )
 
 // TestCheckListen: without an auth file only loopback is served, unless
@@ -131,11 +134,11 @@ func TestServeRefuses(t *testing.T) {
 func TestCLIRevoke(t *testing.T) {
 	bin := buildBinary(t)
 	s := startCLIServer(t)
-	expect(t, bin, s.url, 0, `["granted",1,...`, "acquire", "L", "--client", "a", "--ttl", "60")
-	expect(t, bin, s.url, 75, `["queued",1]`, "acquire", "L", "--client", "b", "--ttl", "60")
-	expect(t, bin, s.url, 0, `"revoked"`, "revoke", "L", "--client", "a")
-	expect(t, bin, s.url, 1, `"error: not holder"`, "revoke", "L", "--client", "a")
-	expect(t, bin, s.url, 0, `{"holders":[["b","exclusive",2,...`, "inspect", "L")
+	expect(t, bin, s.url, 0, `{"outcome":"granted","token":1,...`, "acquire", "L", "--client", "a", "--ttl", "60")
+	expect(t, bin, s.url, 75, `{"outcome":"queued","position":1}`, "acquire", "L", "--client", "b", "--ttl", "60")
+	expect(t, bin, s.url, 0, `{"outcome":"revoked"}`, "revoke", "L", "--client", "a")
+	expect(t, bin, s.url, 1, `{"error":"not_holder","message":"a holds no live lease on L"}`, "revoke", "L", "--client", "a")
+	expect(t, bin, s.url, 0, `{"lock":"L","holders":[{"client":"b","mode":"exclusive","token":2,...`, "inspect", "L")
 	if r := runCLI(t, bin, s.url, "revoke", "L"); r.code != 2 || r.stdout != "" {
 		t.Errorf("revoke without --client: exit %d, stdout %q; want 2", r.code, r.stdout)
 	}
@@ -190,30 +193,41 @@ func TestTLSRoundTrip(t *testing.T) {
 		}
 	}
 	asClient := []string{"LEASEKEEPER_AUTH_TOKEN=" + tlsClientToken}
-	cli(0, `["granted",1,...`, asClient, "acquire", "exports/daily", "--client", "etl-a", "--ttl", "60", "--ca-file", caFile)
-	cli(0, `"ok"`, asClient, "write", "exports/daily", "k", "v1", "--token", "1", "--ca-file", caFile)
-	cli(1, `"error: forbidden"`, asClient, "acquire", "exports/daily", "--client", "web-a", "--ttl", "60", "--ca-file", caFile)
-	cli(1, `"error: forbidden"`, asClient, "revoke", "exports/daily", "--client", "etl-a", "--ca-file", caFile)
-	cli(1, `"error: unauthenticated"`, nil, "locks", "--ca-file", caFile)
-	cli(1, `"error: unauthenticated"`, asClient, "locks", "--ca-file", caFile, "--auth-token", "not-a-token")
+	unauthenticated := `{"error":"unauthenticated","message":"send a valid token: Authorization: Bearer TOKEN"}`
+	cli(0, `{"outcome":"granted","token":1,...`, asClient, "acquire", "exports/daily", "--client", "etl-a", "--ttl", "60", "--ca-file", caFile)
+	cli(0, `{"outcome":"ok"}`, asClient, "write", "exports/daily", "k", "v1", "--token", "1", "--ca-file", caFile)
+	cli(1, `{"error":"forbidden","message":"principal etl may not act as client \"web-a\""}`,
+		asClient, "acquire", "exports/daily", "--client", "web-a", "--ttl", "60", "--ca-file", caFile)
+	cli(1, `{"error":"forbidden","message":"principal etl (client) may not revoke"}`,
+		asClient, "revoke", "exports/daily", "--client", "etl-a", "--ca-file", caFile)
+	cli(1, unauthenticated, nil, "locks", "--ca-file", caFile)
+	cli(1, unauthenticated, asClient, "locks", "--ca-file", caFile, "--auth-token", "not-a-token")
+	cli(1, unauthenticated, nil, "status", "etl-a", "--ca-file", caFile, "--auth-token", "not-a-token")
 	// --auth-token wins over the environment.
-	cli(0, `[{"holders":[["etl-a","exclusive",1,...`, asClient, "locks", "--ca-file", caFile, "--auth-token", tlsAdminToken)
-	cli(0, `"revoked"`, nil, "revoke", "exports/daily", "--client", "etl-a", "--ca-file", caFile, "--auth-token", tlsAdminToken)
+	cli(0, `{"lock":"exports/daily","holders":[{"client":"etl-a","mode":"exclusive","token":1,...`,
+		asClient, "locks", "--ca-file", caFile, "--auth-token", tlsAdminToken)
+	cli(0, `{"outcome":"revoked"}`, nil, "revoke", "exports/daily", "--client", "etl-a", "--ca-file", caFile, "--auth-token", tlsAdminToken)
 	// Without the CA, the server's certificate is not trusted: no answer.
 	cli(3, "", asClient, "locks")
 	// A bare host:port with --ca-file is https.
-	cli(0, `"v1"`, asClient, "read", "exports/daily", "k", "--ca-file", caFile, "--server", strings.TrimPrefix(u, "https://"))
+	cli(0, `{"value":"v1","token":1}`, asClient, "read", "exports/daily", "k", "--ca-file", caFile, "--server", strings.TrimPrefix(u, "https://"))
 	cli(2, "", asClient, "locks", "--ca-file", caFile, "--server", "http://"+strings.TrimPrefix(u, "https://"))
 	// exec passes the token along for its acquire, renewals and release.
 	cli(0, "", asClient, "exec", "exports/daily", "--client", "etl-b", "--ttl", "5", "--ca-file", caFile, "--", "true")
 
-	// The Go client.
+	// The Go client. Its answers are checked against the OpenAPI document
+	// (internal/apitest): the validating transport wraps one that trusts
+	// the CA, as WithTLSConfig would make it (WithTLSConfig leaves a
+	// transport that is not an *http.Transport alone).
 	ctx := context.Background()
 	cfg, err := client.LoadCAFile(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	etl := client.New(u, client.WithTLSConfig(cfg), client.WithBearerToken(tlsClientToken))
+	trusting := http.DefaultTransport.(*http.Transport).Clone()
+	trusting.TLSClientConfig = cfg
+	validated := client.WithHTTPClient(&http.Client{Transport: apitest.New(t).Transport(t, trusting)})
+	etl := client.New(u, validated, client.WithBearerToken(tlsClientToken))
 	lease, err := etl.Acquire(ctx, "exports/daily", client.AcquireOptions{Client: "etl-c", TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("acquire over TLS: %v", err)
@@ -221,18 +235,30 @@ func TestTLSRoundTrip(t *testing.T) {
 	if err := lease.Write(ctx, "k", "v2"); err != nil {
 		t.Fatal(err)
 	}
-	ops := client.New(u, client.WithTLSConfig(cfg), client.WithBearerToken(tlsAdminToken))
-	if err := ops.Revoke(ctx, "etl-c", "exports/daily"); err != nil {
-		t.Fatalf("revoke over TLS: %v", err)
+	ops := client.New(u, validated, client.WithBearerToken(tlsAdminToken))
+	if res, err := ops.Revoke(ctx, "etl-c", "exports/daily"); err != nil || res.Outcome != lk.Revoked {
+		t.Fatalf("revoke over TLS: %+v, %v", res, err)
 	}
 	if err := lease.Release(ctx); err != nil && !errors.Is(err, client.ErrNotHolder) {
 		t.Errorf("releasing a revoked lease: %v", err)
 	}
-	if _, err := client.New(u, client.WithBearerToken(tlsAdminToken)).Locks(ctx); err == nil {
+	if _, err := client.New(u, client.WithBearerToken(tlsAdminToken)).Locks(ctx, lk.LocksRequest{}); err == nil {
 		t.Error("a client without the CA trusted the server's certificate")
 	}
-	if _, err := client.New(u, client.WithTLSConfig(cfg)).Locks(ctx); !errors.Is(err, client.ErrUnauthenticated) {
-		t.Errorf("locks without a token over TLS: %v, want ErrUnauthenticated", err)
+	_, err = client.New(u, validated).Locks(ctx, lk.LocksRequest{})
+	var e *client.Error
+	if !errors.Is(err, client.ErrUnauthenticated) || !errors.As(err, &e) || e.Status != 401 || e.Message != "send a valid token: Authorization: Bearer TOKEN" {
+		t.Errorf("locks without a token over TLS: %v, want ErrUnauthenticated (401)", err)
+	}
+	// WithTLSConfig itself: the same answer, the one the validator checked.
+	_, err2 := client.New(u, client.WithTLSConfig(cfg)).Locks(ctx, lk.LocksRequest{})
+	var e2 *client.Error
+	if !errors.As(err2, &e2) || *e2 != *e {
+		t.Errorf("locks without a token over TLS, with WithTLSConfig: %v, want %v", err2, err)
+	}
+	_, err = etl.Revoke(ctx, "etl-a", "exports/daily")
+	if !errors.Is(err, client.ErrForbidden) || !errors.As(err, &e) || e.Status != 403 || e.Message != "principal etl (client) may not revoke" {
+		t.Errorf("revoke by a client principal over TLS: %v, want ErrForbidden (403)", err)
 	}
 
 	logs := srv.stop(t)

@@ -12,18 +12,37 @@ import (
 	"testing"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 )
 
+// validated is an HTTP client whose answers are checked against the
+// OpenAPI document (internal/apitest).
+func validated(t *testing.T) *http.Client {
+	return &http.Client{Transport: apitest.New(t).Transport(t, nil)}
+}
+
+// postBody posts a JSON body to url and returns the answer's body, trimmed.
 func postBody(t *testing.T, url, body string) string {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	got, err := postWith(validated(t), url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return got
+}
+
+// postWith posts a JSON body to url with hc and returns the answer's body,
+// trimmed.
+func postWith(hc *http.Client, url, body string) (string, error) {
+	resp, err := hc.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return strings.TrimSpace(string(b))
+	b, err := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(b)), err
 }
 
 // TestServeGracefulShutdown: on SIGTERM a blocked acquire is answered with
@@ -34,24 +53,25 @@ func TestServeGracefulShutdown(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "serve.db")
 	srv := startCrashServer(t, bin, db)
 	url := srv.base
-	if got := postBody(t, url+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `["granted",1,`) {
+	if got := postBody(t, url+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
 		t.Fatalf("acquire: %s", got)
 	}
-	if got := postBody(t, url+"/v1/write", `{"lock": "L", "key": "k", "value": "v1", "token": 1}`); got != `"ok"` {
+	if got := postBody(t, url+"/v1/write", `{"lock": "L", "key": "k", "value": "v1", "token": 1}`); got != `{"outcome":"ok"}` {
 		t.Fatalf("write: %s", got)
 	}
 	blocked := make(chan string, 1)
 	go func() {
 		blocked <- postBody(t, url+"/v1/acquire", `{"client": "b", "lock": "L", "ttl": 10, "wait": 600}`)
 	}()
+	hc := validated(t)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		resp, err := http.Get(url + "/v1/status?client=b")
+		resp, err := hc.Get(url + "/v1/status?client=b")
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if bytes.Contains(b, []byte(`"waiting":"L"`)) {
+		if bytes.Contains(b, []byte(`"waiting":{"lock":"L","position":1}`)) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -61,8 +81,8 @@ func TestServeGracefulShutdown(t *testing.T) {
 	srv.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case got := <-blocked:
-		if got != `["queued",1]` {
-			t.Errorf("blocked acquire answered %s at shutdown, want [\"queued\",1]", got)
+		if want := `{"outcome":"queued","position":1}`; got != want {
+			t.Errorf("blocked acquire answered %s at shutdown, want %s", got, want)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the blocked acquire was not answered at shutdown")
@@ -78,11 +98,11 @@ func TestServeGracefulShutdown(t *testing.T) {
 	svc := testutil.OpenService(t, db)
 	ctx := context.Background()
 	ts, _ := svc.Clock()
-	if v, found, err := svc.Read(ctx, ts, "L", "k"); err != nil || !found || v != "v1" {
-		t.Errorf("after restart read = %q, %v, %v; want v1", v, found, err)
+	if v, err := svc.Read(ctx, ts, lk.ReadRequest{Lock: "L", Key: "k"}); err != nil || v.Value == nil || *v.Value != "v1" || v.Token != 1 {
+		t.Errorf("after restart read = %+v, %v; want v1 of token 1", v, err)
 	}
-	st, err := svc.Status(ctx, ts, "b")
-	if err != nil || st.Waiting != "L" {
+	st, err := svc.Status(ctx, ts, lk.StatusRequest{Client: "b"})
+	if err != nil || st.Waiting == nil || *st.Waiting != (lk.WaitingFor{Lock: "L", Position: 1}) {
 		t.Errorf("after restart b's status = %+v, %v; want still waiting for L", st, err)
 	}
 }
@@ -94,10 +114,10 @@ func TestServeAuditLogAndMetrics(t *testing.T) {
 	dir := t.TempDir()
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	srv := startCrashServer(t, bin, filepath.Join(dir, "serve.db"), "--audit-log", auditPath)
-	if got := postBody(t, srv.base+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 60}`); !strings.HasPrefix(got, `["granted",1,`) {
+	if got := postBody(t, srv.base+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 60}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
 		t.Fatalf("acquire: %s", got)
 	}
-	resp, err := http.Get(srv.base + "/metrics")
+	resp, err := validated(t).Get(srv.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

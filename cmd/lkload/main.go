@@ -29,6 +29,12 @@
 //
 //	go run ./cmd/lkload --db "$URL" --servers 2 --clients 64
 //
+// lkload reads the server's answers in either shape, told apart per answer:
+// the JSON objects of the current API ({"outcome": "granted", "token": 7,
+// ...}), and the positional tuples of the servers from before it
+// (["granted", 7, 1767225630], "released"), so that it can measure those
+// too (--server, or --leasekeeper with an older binary).
+//
 // The results are a markdown table on stdout, one row per number of clients,
 // with the backend and the number of servers; progress goes to stderr.
 package main
@@ -335,21 +341,21 @@ func (b *bench) level(ctx context.Context, n int, d time.Duration) *result {
 	return res
 }
 
-// pair runs one acquire and its release.
+// pair runs one acquire and its release; the answers may come in either
+// shape (answers.go).
 func (b *bench) pair(ctx context.Context, base, client, lock string) error {
 	status, body, err := b.post(ctx, base, "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": b.cfg.ttl})
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
 	}
-	var res []any
-	if status != http.StatusOK || json.Unmarshal(body, &res) != nil || len(res) < 3 || res[0] != "granted" {
+	if !isGranted(status, body, false) {
 		return fmt.Errorf("acquire %s by %s: %d %s", lock, client, status, bytes.TrimSpace(body))
 	}
 	status, body, err = b.post(ctx, base, "/v1/release", map[string]any{"client": client, "lock": lock})
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	if status != http.StatusOK || string(bytes.TrimSpace(body)) != `"released"` {
+	if !isReleased(status, body) {
 		return fmt.Errorf("release %s by %s: %d %s", lock, client, status, bytes.TrimSpace(body))
 	}
 	return nil

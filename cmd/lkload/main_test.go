@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
@@ -10,10 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	lkserver "github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -48,7 +51,10 @@ func TestLoadAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := lkserver.New(svc, lkserver.Options{})
-	hs := httptest.NewServer(srv.Handler())
+	// lkload's clients are its own (the raw one is no net/http client):
+	// its answers are checked against the OpenAPI document as the server
+	// gives them.
+	hs := httptest.NewServer(validated(t, srv.Handler()))
 	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
 	for _, mode := range []string{"raw", "net"} {
 		cfg, err := parseFlags([]string{"--server", hs.URL, "--clients", "1,4", "--duration", "300ms",
@@ -62,6 +68,38 @@ func TestLoadAgainstServer(t *testing.T) {
 		}
 		checkRows(t, mode, out.String(), "external", 1, 2)
 	}
+}
+
+// validated checks every answer of h against the API's OpenAPI document,
+// failing t on a mismatch.
+func validated(t *testing.T, h http.Handler) http.Handler {
+	v := apitest.New(t)
+	var done atomic.Bool
+	t.Cleanup(func() { done.Store(true) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		if err := v.Check(r, rec.status, w.Header(), rec.body.Bytes()); err != nil && !done.Load() {
+			t.Errorf("%s %s: status %d, body %s\n%v", r.Method, r.URL.Path, rec.status, bytes.TrimSpace(rec.body.Bytes()), err)
+		}
+	})
+}
+
+// recorder passes an answer on and keeps a copy of its status and body.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.body.Write(b)
+	return r.ResponseWriter.Write(b)
 }
 
 func TestFlagsRefused(t *testing.T) {

@@ -45,19 +45,20 @@ func newRawClient(base, lock, client string, ttl int, timeout time.Duration) (*r
 	}, nil
 }
 
-// pair runs one acquire and its release.
+// pair runs one acquire and its release. The answers may come in either
+// shape (answers.go): the old tuples or the objects.
 func (c *rawClient) pair() error {
 	status, body, err := c.do(c.acquire)
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
 	}
-	if status != 200 || !bytes.HasPrefix(body, []byte(`["granted",`)) {
+	if !isGranted(status, body, true) {
 		return fmt.Errorf("acquire: %d %s", status, bytes.TrimSpace(body))
 	}
 	if status, body, err = c.do(c.release); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	if status != 200 || string(bytes.TrimSpace(body)) != `"released"` {
+	if !isReleased(status, body) {
 		return fmt.Errorf("release: %d %s", status, bytes.TrimSpace(body))
 	}
 	return nil

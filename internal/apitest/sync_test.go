@@ -1,0 +1,386 @@
+package apitest
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	lk "github.com/leasekeeper/leasekeeper"
+)
+
+// The tests of this file keep docs/openapi.json equal to the Go types of
+// the root package: a field added to a result or a request, a new error
+// code, mode or outcome must be added to the document too.
+
+// rawDoc is the document as plain JSON.
+func rawDoc(t *testing.T) map[string]any {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(lk.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// at follows a JSON pointer ("#/components/schemas/Holder") in doc.
+func at(t *testing.T, doc map[string]any, pointer string) map[string]any {
+	t.Helper()
+	var cur any = doc
+	for _, p := range strings.Split(strings.TrimPrefix(pointer, "#/"), "/") {
+		p = strings.NewReplacer("~1", "/", "~0", "~").Replace(p)
+		m, ok := cur.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: %q is not in an object", pointer, p)
+		}
+		if cur, ok = m[p]; !ok {
+			t.Fatalf("%s: no %q", pointer, p)
+		}
+	}
+	m, ok := cur.(map[string]any)
+	if !ok {
+		t.Fatalf("%s is not an object", pointer)
+	}
+	return m
+}
+
+// resolve follows node's $ref, if any.
+func resolve(t *testing.T, doc, node map[string]any) map[string]any {
+	t.Helper()
+	if ref, ok := node["$ref"].(string); ok {
+		return at(t, doc, ref)
+	}
+	return node
+}
+
+// properties returns the property names of a component schema: of its
+// oneOf, anyOf and allOf branches too.
+func properties(t *testing.T, doc, schema map[string]any) []string {
+	t.Helper()
+	set := map[string]bool{}
+	var walk func(s map[string]any)
+	walk = func(s map[string]any) {
+		s = resolve(t, doc, s)
+		props, _ := s["properties"].(map[string]any)
+		for name := range props {
+			set[name] = true
+		}
+		for _, k := range []string{"oneOf", "anyOf", "allOf"} {
+			branches, _ := s[k].([]any)
+			for _, b := range branches {
+				walk(b.(map[string]any))
+			}
+		}
+	}
+	walk(schema)
+	return sorted(set)
+}
+
+func sorted(set map[string]bool) []string {
+	var out []string
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// jsonFields returns the JSON names of typ's fields; with lower, a field
+// without a json tag counts by its lower-cased name (LocksRequest's).
+func jsonFields(typ reflect.Type, lower bool) []string {
+	set := map[string]bool{}
+	for f := range typ.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-":
+			continue
+		case name == "" && lower:
+			name = strings.ToLower(f.Name)
+		case name == "":
+			name = f.Name
+		}
+		set[name] = true
+	}
+	return sorted(set)
+}
+
+// queryParams returns the query parameters of GET path.
+func queryParams(t *testing.T, doc map[string]any, path string) []string {
+	t.Helper()
+	op := at(t, doc, "#/paths/"+strings.ReplaceAll(path, "/", "~1")+"/get")
+	set := map[string]bool{}
+	params, _ := op["parameters"].([]any)
+	for _, p := range params {
+		p := resolve(t, doc, p.(map[string]any))
+		if p["in"] == "query" {
+			set[p["name"].(string)] = true
+		}
+	}
+	return sorted(set)
+}
+
+// TestSchemasMatchTypes: the JSON field names of each result and request
+// type are the properties of its component schema (or the query
+// parameters of its GET operation).
+func TestSchemasMatchTypes(t *testing.T) {
+	doc := rawDoc(t)
+	schemas := []struct {
+		typ    any
+		schema string
+		extra  []string // properties the document has beyond the type's fields
+	}{
+		{lk.AcquireResult{}, "AcquireResult", nil}, // the union of its oneOf
+		{lk.RenewResult{}, "RenewResult", nil},
+		{lk.ReleaseResult{}, "ReleaseResult", nil},
+		{lk.RevokeResult{}, "RevokeResult", nil},
+		{lk.WriteResult{}, "WriteResult", nil},
+		{lk.ReadResult{}, "ReadResult", nil},
+		{lk.InspectResult{}, "InspectResult", nil},
+		{lk.Holder{}, "Holder", nil},
+		{lk.Waiter{}, "Waiter", nil},
+		{lk.StatusResult{}, "StatusResult", nil}, // its MarshalJSON writes statusWire, of the same names
+		{lk.Hold{}, "Hold", nil},
+		{lk.WaitingFor{}, "WaitingFor", nil},
+		{lk.LockSummary{}, "LockSummary", nil},
+		{lk.LocksResult{}, "LocksResult", nil},
+		{lk.HealthResult{}, "HealthResult", nil},
+
+		// wait is the HTTP API's, not the contract's: AcquireRequest has no
+		// field for it.
+		{lk.AcquireRequest{}, "AcquireRequest", []string{"wait"}},
+		{lk.RenewRequest{}, "RenewRequest", nil},
+		{lk.ReleaseRequest{}, "ReleaseRequest", nil},
+		{lk.RevokeRequest{}, "RevokeRequest", nil},
+		{lk.WriteRequest{}, "WriteRequest", nil},
+	}
+	for _, s := range schemas {
+		typ := reflect.TypeOf(s.typ)
+		want := jsonFields(typ, false)
+		want = append(want, s.extra...)
+		slices.Sort(want)
+		got := properties(t, doc, at(t, doc, "#/components/schemas/"+s.schema))
+		if !slices.Equal(got, want) {
+			t.Errorf("components/schemas/%s has properties %v; lk.%s has JSON fields %v (plus %v)",
+				s.schema, got, typ.Name(), jsonFields(typ, false), s.extra)
+		}
+	}
+
+	gets := []struct {
+		typ  any
+		path string
+	}{
+		{lk.InspectRequest{}, "/v1/inspect"},
+		{lk.StatusRequest{}, "/v1/status"},
+		{lk.ReadRequest{}, "/v1/read"},
+		{lk.LocksRequest{}, "/v1/locks"},
+	}
+	for _, g := range gets {
+		typ := reflect.TypeOf(g.typ)
+		want := jsonFields(typ, true)
+		if got := queryParams(t, doc, g.path); !slices.Equal(got, want) {
+			t.Errorf("GET %s has query parameters %v; lk.%s has fields %v", g.path, got, typ.Name(), want)
+		}
+	}
+}
+
+// constants returns the string constants of type typ declared in the root
+// package's files.
+func constants(t *testing.T, typ string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "..", "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the root package's files: %v", err)
+	}
+	set := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != typ {
+					continue
+				}
+				for _, v := range vs.Values {
+					if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						s, _ := strconv.Unquote(lit.Value)
+						set[s] = true
+					}
+				}
+			}
+		}
+	}
+	if len(set) == 0 {
+		t.Fatalf("no constant of type %s in the root package", typ)
+	}
+	return sorted(set)
+}
+
+func enum(t *testing.T, schema map[string]any) []string {
+	t.Helper()
+	set := map[string]bool{}
+	if c, ok := schema["const"].(string); ok {
+		set[c] = true
+	}
+	values, _ := schema["enum"].([]any)
+	for _, v := range values {
+		set[v.(string)] = true
+	}
+	return sorted(set)
+}
+
+// TestEnumsMatchConstants: the error codes, modes and outcomes of the
+// document are the constants of errors.go, leasekeeper.go and results.go.
+func TestEnumsMatchConstants(t *testing.T) {
+	doc := rawDoc(t)
+	if got, want := enum(t, at(t, doc, "#/components/schemas/ErrorCode")), constants(t, "ErrorCode"); !slices.Equal(got, want) {
+		t.Errorf("ErrorCode's enum is %v; errors.go has %v", got, want)
+	}
+	if got, want := enum(t, at(t, doc, "#/components/schemas/Mode")), constants(t, "Mode"); !slices.Equal(got, want) {
+		t.Errorf("Mode's enum is %v; the root package has %v", got, want)
+	}
+	// Every outcome property's values, over all schemas.
+	set := map[string]bool{}
+	for _, s := range at(t, doc, "#/components/schemas") {
+		props, _ := s.(map[string]any)["properties"].(map[string]any)
+		if o, ok := props["outcome"].(map[string]any); ok {
+			for _, v := range enum(t, o) {
+				set[v] = true
+			}
+		}
+	}
+	if got, want := sorted(set), constants(t, "Outcome"); !slices.Equal(got, want) {
+		t.Errorf("the outcomes of the document are %v; results.go has %v", got, want)
+	}
+	// Each error response names codes of ErrorCode.
+	codes := constants(t, "ErrorCode")
+	for name := range at(t, doc, "#/components/responses") {
+		schema := at(t, doc, "#/components/responses/"+name+"/content/application~1json/schema")
+		all, _ := schema["allOf"].([]any)
+		if len(all) != 2 {
+			t.Errorf("components/responses/%s: want allOf of Error and its codes", name)
+			continue
+		}
+		narrowed := all[1].(map[string]any)["properties"].(map[string]any)["error"].(map[string]any)
+		for _, c := range enum(t, narrowed) {
+			if !slices.Contains(codes, c) {
+				t.Errorf("components/responses/%s names the unknown code %q", name, c)
+			}
+		}
+	}
+}
+
+// TestLimitsMatchConstants: the document's bounds are the Go constants.
+func TestLimitsMatchConstants(t *testing.T) {
+	doc := rawDoc(t)
+	ttl := at(t, doc, "#/components/schemas/TTL")
+	if ttl["maximum"] != float64(lk.MaxTTL) || ttl["minimum"] != float64(1) {
+		t.Errorf("TTL is %v..%v, want 1..%d", ttl["minimum"], ttl["maximum"], lk.MaxTTL)
+	}
+	limit := at(t, doc, "#/components/parameters/limit/schema")
+	if limit["maximum"] != float64(lk.MaxLocksLimit) || limit["default"] != float64(lk.DefaultLocksLimit) || limit["minimum"] != float64(1) {
+		t.Errorf("limit is %v..%v default %v, want 1..%d default %d",
+			limit["minimum"], limit["maximum"], limit["default"], lk.MaxLocksLimit, lk.DefaultLocksLimit)
+	}
+}
+
+// TestDocumentRules: the rules the document keeps beyond OpenAPI's: every
+// $ref resolves, every schema and field says what it is, result objects
+// allow no undocumented field while request bodies ignore unknown ones,
+// error answers are reusable responses, health and the document are open.
+func TestDocumentRules(t *testing.T) {
+	doc := rawDoc(t)
+
+	var walkRefs func(where string, node any)
+	walkRefs = func(where string, node any) {
+		switch n := node.(type) {
+		case map[string]any:
+			if ref, ok := n["$ref"].(string); ok {
+				if !strings.HasPrefix(ref, "#/") {
+					t.Errorf("%s: $ref %q is not local", where, ref)
+				} else {
+					at(t, doc, ref)
+				}
+			}
+			for k, v := range n {
+				walkRefs(where+"/"+k, v)
+			}
+		case []any:
+			for i, v := range n {
+				walkRefs(where+"/"+strconv.Itoa(i), v)
+			}
+		}
+	}
+	walkRefs("#", doc)
+
+	schemas := at(t, doc, "#/components/schemas")
+	for name, s := range schemas {
+		s := s.(map[string]any)
+		if d, _ := s["description"].(string); d == "" {
+			t.Errorf("components/schemas/%s has no description", name)
+		}
+		props, _ := s["properties"].(map[string]any)
+		for p, ps := range props {
+			if d, _ := ps.(map[string]any)["description"].(string); d == "" {
+				t.Errorf("components/schemas/%s/properties/%s has no description", name, p)
+			}
+		}
+		if s["type"] != "object" {
+			continue
+		}
+		closed := s["additionalProperties"] == false
+		if strings.HasSuffix(name, "Request") && closed {
+			t.Errorf("components/schemas/%s: request bodies ignore unknown fields, so no additionalProperties: false", name)
+		}
+		if !strings.HasSuffix(name, "Request") && !closed {
+			t.Errorf("components/schemas/%s: an answer's object wants additionalProperties: false", name)
+		}
+	}
+
+	for path, item := range at(t, doc, "#/paths") {
+		for method, op := range item.(map[string]any) {
+			op := op.(map[string]any)
+			if op["operationId"] == nil {
+				t.Errorf("%s %s has no operationId", method, path)
+			}
+			for status, r := range op["responses"].(map[string]any) {
+				if _, isRef := r.(map[string]any)["$ref"]; status != "200" && !isRef {
+					t.Errorf("%s %s: the %s answer is not a $ref to components/responses", method, path, status)
+				}
+			}
+			sec, has := op["security"].([]any)
+			open := path == "/v1/health" || path == "/v1/openapi.json"
+			if open != (has && len(sec) == 0) {
+				t.Errorf("%s %s: security %v; want [] on health and openapi.json only", method, path, op["security"])
+			}
+		}
+	}
+}
+
+// TestDocumentVersion: info.version is the server's version, as GET
+// /v1/health tells it (docs/api.md): bump both together.
+func TestDocumentVersion(t *testing.T) {
+	if got := at(t, rawDoc(t), "#/info")["version"]; got != lk.Version {
+		t.Errorf("info.version is %v; lk.Version is %q", got, lk.Version)
+	}
+}

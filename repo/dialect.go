@@ -1,0 +1,75 @@
+package repo
+
+// dialect is what differs between the SQL of SQLite and of PostgreSQL: the
+// syntax of parameters, and the few statements that cannot be written once
+// for both. Everything else is written once, in SQLite's syntax, and
+// registered with shared (statements.go). Open picks the dialect of its
+// database, once; each dialect is one empty type (dialect_sqlite.go,
+// dialect_postgres.go).
+//
+// A method that gives a statement returns "" when that database never runs
+// it; Tx then refuses it, and a caller that has another way (LockGrant)
+// asks Tx.has first.
+type dialect interface {
+	// String names the database, for messages.
+	String() string
+
+	// bind renders the parameters ps of text, as scanParams found them,
+	// in the database's syntax.
+	bind(text string, ps []param) string
+	// byteCollation is the collation that orders text byte by byte, given to
+	// parameters compared with the name columns (WaitEdgesFrom).
+	byteCollation() string
+
+	// begin starts a write transaction.
+	begin() string
+	// serviceCounters reads the service row: clock, registration counter.
+	serviceCounters() string
+	// lockGrant advances a lock's counter (creates the lock, for newLock)
+	// and inserts the lease in one statement, parameters as LeaseInsert's.
+	lockGrant(newLock bool) string
+	// lockServiceRow reads the service row as serviceCounters and locks it
+	// until the transaction ends.
+	lockServiceRow() string
+	// clock reads the database's clock in Unix seconds.
+	clock() string
+	// notify queues ?2 for the listeners of channel ?1.
+	notify() string
+	// currentSchema names the schema the connection works in.
+	currentSchema() string
+	// listen subscribes to channel. Not a registered statement: a channel
+	// is an identifier, which no parameter can stand for; the test
+	// prepares it for a channel of every length.
+	listen(channel string) string
+	// backupVersion and backupInto are Backup's: the latest migration
+	// applied, and a copy of the database into the file ?.
+	backupVersion() string
+	backupInto() string
+}
+
+var (
+	_ dialect = sqliteDialect{}
+	_ dialect = postgresDialect{}
+)
+
+// postgres reports whether d is a PostgreSQL database: for what is not SQL
+// but the connection's (postgres.go).
+func (d *DB) postgres() bool {
+	_, ok := d.dialect.(postgresDialect)
+	return ok
+}
+
+// The statements whose whole text is the dialect's. (WaitEdgesFrom and
+// WaitEdgesBeforeQueueing, in waits.go, take only the collation from it.)
+var (
+	qBegin              = perDialect("Begin", dialect.begin)
+	qServiceCounters    = perDialect("ServiceCounters", dialect.serviceCounters)
+	qLockGrantNewLock   = perDialect("LockGrant.new-lock", func(d dialect) string { return d.lockGrant(true) })
+	qLockGrantTakeToken = perDialect("LockGrant.take-token", func(d dialect) string { return d.lockGrant(false) })
+	qLockServiceRow     = perDialect("Lock.service-row", dialect.lockServiceRow)
+	qLockClock          = perDialect("Lock.clock", dialect.clock)
+	qNotify             = perDialect("Notify", dialect.notify)
+	qCurrentSchema      = perDialect("Open.current-schema", dialect.currentSchema)
+	qBackupVersion      = perDialect("Backup.version", dialect.backupVersion)
+	qBackupInto         = perDialect("Backup.into", dialect.backupInto)
+)

@@ -1,0 +1,73 @@
+package repo
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// postgresDialect is the SQL only PostgreSQL reads: a database that several
+// servers share (Shared).
+type postgresDialect struct{}
+
+func (postgresDialect) String() string { return "postgres" }
+
+// bind writes ?N and the n-th bare ? as $N.
+func (postgresDialect) bind(text string, ps []param) string {
+	var b strings.Builder
+	b.Grow(len(text) + len(ps))
+	last := 0
+	for _, p := range ps {
+		b.WriteString(text[last:p.start])
+		b.WriteByte('$')
+		b.WriteString(strconv.Itoa(p.n))
+		last = p.end
+	}
+	b.WriteString(text[last:])
+	return b.String()
+}
+
+// byteCollation: "C" compares with strcmp(); the name columns have it
+// (migrations/postgres).
+func (postgresDialect) byteCollation() string { return `COLLATE "C"` }
+
+// begin: the caller takes the lock, the service row's, with Lock.
+func (postgresDialect) begin() string { return `BEGIN` }
+
+// serviceCounters: the stored counter is exact, for a database with peers'
+// service writes it whenever it changes; the clients table is not read.
+func (postgresDialect) serviceCounters() string {
+	return `SELECT clock, last_client_age FROM service WHERE id = 1`
+}
+
+// lockGrant: one statement, a round trip less than two.
+func (postgresDialect) lockGrant(newLock bool) string {
+	counter := `UPDATE locks SET last_token = last_token + 1 WHERE name = ?1`
+	if newLock {
+		counter = `INSERT INTO locks (name, last_token) VALUES (?1, 1)`
+	}
+	return `WITH counter AS (` + counter + `)
+			INSERT INTO leases (lock, client, mode, token, granted_at, expires_at)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
+}
+
+func (postgresDialect) lockServiceRow() string {
+	return `SELECT clock, last_client_age FROM service WHERE id = 1 FOR UPDATE`
+}
+
+func (postgresDialect) clock() string {
+	return `SELECT extract(epoch FROM clock_timestamp())::float8`
+}
+
+func (postgresDialect) notify() string        { return `SELECT pg_notify(?, ?)` }
+func (postgresDialect) currentSchema() string { return `SELECT current_schema()` }
+
+func (postgresDialect) listen(channel string) string {
+	return `LISTEN ` + pgx.Identifier{channel}.Sanitize()
+}
+
+// backupVersion, backupInto: Backup copies a SQLite file; a PostgreSQL
+// database is backed up with PostgreSQL's tools.
+func (postgresDialect) backupVersion() string { return "" }
+func (postgresDialect) backupInto() string    { return "" }

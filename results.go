@@ -1,0 +1,224 @@
+package leasekeeper
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// The operations' results. Their JSON form is the HTTP API's answer
+// (docs/api.md); the contract's tuples of `leasekeeper run` are encoded from
+// them in package harness alone.
+
+// Outcome says how an operation came out.
+type Outcome string
+
+const (
+	Granted   Outcome = "granted"   // acquire: the lock is held
+	Queued    Outcome = "queued"    // acquire: the client waits in the lock's queue
+	Deadlock  Outcome = "deadlock"  // acquire: the requester itself was aborted as a deadlock victim (D5)
+	Withdrawn Outcome = "withdrawn" // release of a waiter (L7); a waiting acquire withdrawn from elsewhere
+	Released  Outcome = "released"  // release of a holder (L7)
+	Renewed   Outcome = "renewed"   // renew
+	Revoked   Outcome = "revoked"   // revoke
+	OK        Outcome = "ok"        // write
+)
+
+// AcquireResult is acquire's answer (L4, D5). Victims lists the clients the
+// request aborted as deadlock victims, in abort order, with any outcome;
+// with Deadlock it ends with the requester.
+type AcquireResult struct {
+	Outcome   Outcome  `json:"outcome"`
+	Token     int64    `json:"token,omitempty"`      // Granted
+	GrantedAt int64    `json:"granted_at,omitempty"` // Granted: the lease's start, the hand-over instant for a waiter (L3)
+	ExpiresAt int64    `json:"expires_at,omitempty"` // Granted
+	Position  int64    `json:"position,omitempty"`   // Queued: the rank in the queue, 1 = next in line
+	Victims   []string `json:"victims,omitempty"`
+}
+
+// MarshalJSON writes the fields of the outcome, zeros included (a lease
+// granted at time 0 has "granted_at": 0), and no others.
+func (r AcquireResult) MarshalJSON() ([]byte, error) {
+	w := struct {
+		Outcome   Outcome  `json:"outcome"`
+		Token     *int64   `json:"token,omitempty"`
+		GrantedAt *int64   `json:"granted_at,omitempty"`
+		ExpiresAt *int64   `json:"expires_at,omitempty"`
+		Position  *int64   `json:"position,omitempty"`
+		Victims   []string `json:"victims,omitempty"`
+	}{Outcome: r.Outcome, Victims: r.Victims}
+	switch r.Outcome {
+	case Granted:
+		w.Token, w.GrantedAt, w.ExpiresAt = &r.Token, &r.GrantedAt, &r.ExpiresAt
+	case Queued:
+		w.Position = &r.Position
+	}
+	return marshal(w)
+}
+
+// RenewResult is renew's answer: the lease keeps its token and start.
+type RenewResult struct {
+	Outcome   Outcome `json:"outcome"` // Renewed
+	Token     int64   `json:"token"`
+	GrantedAt int64   `json:"granted_at"`
+	ExpiresAt int64   `json:"expires_at"`
+}
+
+// ReleaseResult is release's answer: Released or Withdrawn (L7).
+type ReleaseResult struct {
+	Outcome Outcome `json:"outcome"`
+}
+
+// RevokeResult is revoke's answer: Revoked.
+type RevokeResult struct {
+	Outcome Outcome `json:"outcome"`
+}
+
+// WriteResult is write's answer: OK.
+type WriteResult struct {
+	Outcome Outcome `json:"outcome"`
+}
+
+// ReadResult is read's answer: the value last accepted for the key and the
+// token of the write that stored it, or a nil Value (JSON null) and no token.
+type ReadResult struct {
+	Value *string `json:"value"`
+	Token int64   `json:"token,omitempty"`
+}
+
+// Holder is one lease on a lock.
+type Holder struct {
+	Client    string `json:"client"`
+	Mode      Mode   `json:"mode"`
+	Token     int64  `json:"token"`
+	ExpiresAt int64  `json:"expires_at"`
+}
+
+// Waiter is one queue entry; Position is its rank, 1 = next in line.
+type Waiter struct {
+	Client   string `json:"client"`
+	Mode     Mode   `json:"mode"`
+	Position int64  `json:"position"`
+}
+
+// InspectResult is a lock's state: holders by token, queue oldest first (S4).
+type InspectResult struct {
+	Lock    string   `json:"lock"`
+	Holders []Holder `json:"holders"`
+	Queue   []Waiter `json:"queue"`
+}
+
+// Hold is one lease of a client.
+type Hold struct {
+	Lock      string `json:"lock" db:"lock"`
+	Mode      Mode   `json:"mode" db:"mode"`
+	Token     int64  `json:"token" db:"token"`
+	ExpiresAt int64  `json:"expires_at" db:"expires_at"`
+}
+
+// WaitingFor is the lock a client waits for and its rank in that queue.
+type WaitingFor struct {
+	Lock     string `json:"lock"`
+	Position int64  `json:"position"`
+}
+
+// StatusResult is status's answer (D6). Age is 0 for an unregistered client
+// (JSON null); Waiting is nil when the client waits for nothing.
+type StatusResult struct {
+	Client  string      `json:"client"`
+	Age     int64       `json:"age"`
+	Holds   []Hold      `json:"holds"` // by lock name
+	Waiting *WaitingFor `json:"waiting"`
+}
+
+type statusWire struct {
+	Client  string      `json:"client"`
+	Age     *int64      `json:"age"`
+	Holds   []Hold      `json:"holds"`
+	Waiting *WaitingFor `json:"waiting"`
+}
+
+// MarshalJSON writes an unregistered client's age as null.
+func (r StatusResult) MarshalJSON() ([]byte, error) {
+	w := statusWire{Client: r.Client, Holds: r.Holds, Waiting: r.Waiting}
+	if r.Age != 0 {
+		w.Age = &r.Age
+	}
+	if w.Holds == nil {
+		w.Holds = []Hold{}
+	}
+	return marshal(w)
+}
+
+// UnmarshalJSON reads a null age as 0.
+func (r *StatusResult) UnmarshalJSON(b []byte) error {
+	var w statusWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = StatusResult{Client: w.Client, Holds: w.Holds, Waiting: w.Waiting}
+	if w.Age != nil {
+		r.Age = *w.Age
+	}
+	return nil
+}
+
+// LockSummary is one active lock as the listing shows it: its holders by
+// token and how many clients wait for it.
+type LockSummary struct {
+	Lock    string   `json:"lock"`
+	Holders []Holder `json:"holders"`
+	Waiting int64    `json:"waiting"`
+}
+
+// LocksResult is a page of the locks listing. Next is the name to pass as
+// the next page's After, nil on the last page.
+type LocksResult struct {
+	Locks []LockSummary `json:"locks"`
+	Next  *string       `json:"next"`
+}
+
+// HealthResult is GET /v1/health's answer: Clock is the last time the
+// server used, nil before its database served any operation.
+type HealthResult struct {
+	Status  string `json:"status"`
+	Clock   *int64 `json:"clock"`
+	Version string `json:"version"`
+}
+
+// errorWire is an *Error's JSON form, the HTTP API's error answer.
+type errorWire struct {
+	Code    ErrorCode `json:"error"`
+	Message string    `json:"message"`
+}
+
+// MarshalJSON writes {"error": code, "message": message}; a message is
+// never empty there: without one, it is the code's text.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	msg := e.Message
+	if msg == "" {
+		msg = e.Code.Text()
+	}
+	return marshal(errorWire{e.Code, msg})
+}
+
+// UnmarshalJSON reads {"error": code, "message": message}.
+func (e *Error) UnmarshalJSON(b []byte) error {
+	var w errorWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	e.Code, e.Message = w.Code, w.Message
+	return nil
+}
+
+// marshal is json.Marshal without its HTML escaping: the answers are read by
+// programs, and a message saying ">=" should not say "\u003e=".
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
