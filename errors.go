@@ -29,6 +29,8 @@ const (
 	CodeInternal         ErrorCode = "internal"
 	CodeUnavailable      ErrorCode = "unavailable"
 	CodeShuttingDown     ErrorCode = "shutting_down"
+	CodeRateLimited      ErrorCode = "rate_limited"   // a principal over its request rate or its blocked acquires (429, Retry-After)
+	CodeQuotaExceeded    ErrorCode = "quota_exceeded" // a fenced-store write beyond the lock's quota of keys or bytes (409)
 )
 
 // Text is the code as the contract's results spell it: "error: " + Text()
@@ -77,6 +79,8 @@ var (
 	ErrBodyTooLarge     = &Error{Code: CodeBodyTooLarge}
 	ErrInternal         = &Error{Code: CodeInternal}
 	ErrShuttingDown     = &Error{Code: CodeShuttingDown}
+	ErrRateLimited      = &Error{Code: CodeRateLimited}
+	ErrQuotaExceeded    = &Error{Code: CodeQuotaExceeded}
 	// ErrUnavailable wraps a failure to reach the database or to finish a
 	// transaction on it (a lost connection, a failover, a lock wait or an
 	// idle transaction cut off by its timeout). Not a contract result: the

@@ -83,6 +83,8 @@ var statusOf = map[lk.ErrorCode]int{
 	lk.CodeInternal:         http.StatusInternalServerError,
 	lk.CodeUnavailable:      http.StatusServiceUnavailable,
 	lk.CodeShuttingDown:     http.StatusServiceUnavailable,
+	lk.CodeRateLimited:      http.StatusTooManyRequests,
+	lk.CodeQuotaExceeded:    http.StatusConflict,
 }
 
 // StatusOf returns the HTTP status the API answers an error of code with.
