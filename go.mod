@@ -3,6 +3,7 @@ module github.com/leasekeeper/leasekeeper
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jmoiron/sqlx v1.4.0
 	github.com/pb33f/libopenapi v0.41.8
@@ -10,6 +11,7 @@ require (
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2
+	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.62.0
 )
 

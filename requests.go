@@ -82,9 +82,24 @@ type StatusRequest struct {
 	// replay sets this so that statuses of every waiter of a long queue
 	// stay linear (docs/contract.md section 6). Not part of the HTTP API.
 	WithoutPosition bool `json:"-"`
+	// Limit and After page the holds as the locks listing pages locks:
+	// at most Limit of those whose lock names sort after After ("" for
+	// the first page). Limit 0 means all of them, as the contract's status
+	// (and so the replay) has it; the HTTP API's limit is 1 to
+	// MaxLocksLimit, DefaultLocksLimit when absent.
+	Limit int    `json:"limit,omitempty"`
+	After string `json:"after,omitempty"`
 }
 
-func (r StatusRequest) Validate() error { return nonEmpty("client", r.Client) }
+func (r StatusRequest) Validate() error {
+	if err := nonEmpty("client", r.Client); err != nil {
+		return err
+	}
+	if r.Limit < 0 || r.Limit > MaxLocksLimit {
+		return Errorf(CodeInvalidArguments, fmt.Sprintf("limit must be from 1 to %d (or 0 for all), got %d", MaxLocksLimit, r.Limit))
+	}
+	return nil
+}
 
 // WriteRequest stores Value under (Lock, Key) in the fenced store, if Token
 // is not lower than the highest token accepted for Lock (L6).
@@ -113,7 +128,8 @@ type ReadRequest struct {
 
 func (r ReadRequest) Validate() error { return nonEmpty("lock", r.Lock, "key", r.Key) }
 
-// The locks listing's bounds (GET /v1/locks).
+// The bounds of a page of the locks listing (GET /v1/locks) and of a
+// status's holds (GET /v1/status).
 const (
 	DefaultLocksLimit = 100
 	MaxLocksLimit     = 1000

@@ -122,12 +122,15 @@ type WaitingFor struct {
 }
 
 // StatusResult is status's answer (D6). Age is 0 for an unregistered client
-// (JSON null); Waiting is nil when the client waits for nothing.
+// (JSON null); Waiting is nil when the client waits for nothing. Holds is
+// a page of them when the request had a Limit: Next is then the lock name
+// to pass as the next page's After, nil on the last page.
 type StatusResult struct {
 	Client  string      `json:"client"`
 	Age     int64       `json:"age"`
 	Holds   []Hold      `json:"holds"` // by lock name
 	Waiting *WaitingFor `json:"waiting"`
+	Next    *string     `json:"next"`
 }
 
 type statusWire struct {
@@ -135,11 +138,12 @@ type statusWire struct {
 	Age     *int64      `json:"age"`
 	Holds   []Hold      `json:"holds"`
 	Waiting *WaitingFor `json:"waiting"`
+	Next    *string     `json:"next"`
 }
 
 // MarshalJSON writes an unregistered client's age as null.
 func (r StatusResult) MarshalJSON() ([]byte, error) {
-	w := statusWire{Client: r.Client, Holds: r.Holds, Waiting: r.Waiting}
+	w := statusWire{Client: r.Client, Holds: r.Holds, Waiting: r.Waiting, Next: r.Next}
 	if r.Age != 0 {
 		w.Age = &r.Age
 	}
@@ -155,7 +159,7 @@ func (r *StatusResult) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*r = StatusResult{Client: w.Client, Holds: w.Holds, Waiting: w.Waiting}
+	*r = StatusResult{Client: w.Client, Holds: w.Holds, Waiting: w.Waiting, Next: w.Next}
 	if w.Age != nil {
 		r.Age = *w.Age
 	}
@@ -183,6 +187,12 @@ type HealthResult struct {
 	Status  string `json:"status"`
 	Clock   *int64 `json:"clock"`
 	Version string `json:"version"`
+}
+
+// ReadyResult is GET /v1/ready's answer, given only while the server can
+// commit: Status is "ready".
+type ReadyResult struct {
+	Status string `json:"status"`
 }
 
 // errorWire is an *Error's JSON form, the HTTP API's error answer.

@@ -47,7 +47,7 @@ CREATE TABLE queue_entries (
 CREATE TABLE store_fences (
     lock          TEXT PRIMARY KEY,
     highest_token INTEGER NOT NULL
-) WITHOUT ROWID;
+, key_count INTEGER NOT NULL DEFAULT 0, byte_count INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 
 CREATE TABLE store_values (
     lock       TEXT NOT NULL,

@@ -15,9 +15,10 @@
 // malformed Authorization header, or with a token no principal has; and 403
 // forbidden when the principal's role may not do the operation, or
 // the request acts as (or, for a client's status, asks about) a client id
-// that none of its patterns matches. GET /v1/health and GET
+// that none of its patterns matches. GET /v1/health, GET /v1/ready and GET
 // /v1/openapi.json are open to everyone, token or not: they tell only that
-// the server is up, its clock and version, and what the API is.
+// the server is up (and can reach its database), its clock and version, and
+// what the API is.
 //
 // What each role may do:
 //
@@ -27,7 +28,17 @@
 //	write, read               yes              read     yes
 //	status                    own client ids   any      any
 //	inspect, locks, metrics   -                yes      yes
-//	health                    everyone, without a token
+//	health, ready             everyone, without a token
+//
+// A principal may also carry limits, each optional, each for one server (a
+// principal talking to two servers may send twice as much):
+//
+//	{"name": "etl", ..., "rate": 50, "max_waiting": 10}
+//
+// "rate" is requests a second, with bursts of as many; "max_waiting" is how
+// many acquires with a wait may block at once. A request over a limit is
+// answered 429 rate_limited with Retry-After. renew and release are never
+// limited: a refused renew would cost an honest holder its lease.
 //
 // Patterns follow path.Match: '*' matches any run of characters other than
 // '/', '?' one such character, '[...]' a class, '\\' escapes. So "etl-*"
@@ -45,6 +56,7 @@ package auth
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path"
@@ -57,14 +69,21 @@ import (
 
 // An Authorizer's denials carry lk.CodeUnauthenticated (401: no bearer
 // token, a malformed Authorization header, or a token that no principal
-// has) or lk.CodeForbidden (403: the principal's role may not do the
-// operation, or the client id is outside its patterns).
+// has), lk.CodeForbidden (403: the principal's role may not do the
+// operation, or the client id is outside its patterns) or
+// lk.CodeRateLimited (429: over one of the principal's limits).
 
 // Authorizer is a server.Authorizer over the principals of an auth file. It
 // is safe for concurrent use.
 type Authorizer struct {
 	principals []Principal
 	log        *slog.Logger
+	// limits are the rate and blocked-acquire limits of the principals
+	// that have some, by name (limits.go).
+	limits map[string]*limiter
+	// refusals bounds the log lines of refused requests: a client without
+	// a token can cause them as fast as it connects.
+	refusals *server.LogLimiter
 }
 
 var _ server.Authorizer = (*Authorizer)(nil)
@@ -73,7 +92,13 @@ var _ server.Authorizer = (*Authorizer)(nil)
 // are logged to log, when it is not nil, with the principal's name, never a
 // token.
 func New(principals []Principal, log *slog.Logger) *Authorizer {
-	return &Authorizer{principals: principals, log: log}
+	a := &Authorizer{principals: principals, log: log, limits: newLimits(principals)}
+	if log != nil {
+		a.refusals = server.NewLogLimiter(server.RefusalLogRate, server.RefusalLogBurst, func(n int) {
+			log.Warn(fmt.Sprintf("suppressed %d refusals", n), "suppressed", n)
+		})
+	}
+	return a
 }
 
 // Principals returns how many principals a has.
@@ -83,7 +108,7 @@ func (a *Authorizer) Principals() int { return len(a.principals) }
 // the package's table.
 func Allowed(role Role, op string) bool {
 	switch op {
-	case "health", "openapi":
+	case "health", "ready", "openapi":
 		return true
 	case "acquire", "renew", "release", "write":
 		return role == RoleClient || role == RoleAdmin
@@ -99,7 +124,7 @@ func Allowed(role Role, op string) bool {
 
 // Authorize implements server.Authorizer.
 func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denial {
-	if acc.Op == "health" || acc.Op == "openapi" {
+	if acc.Op == "health" || acc.Op == "ready" || acc.Op == "openapi" {
 		return nil
 	}
 	p := a.authenticate(r)
@@ -115,7 +140,7 @@ func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denia
 		a.refuse(r, acc, p, "the client id matches none of the principal's patterns")
 		return &server.Denial{Code: lk.CodeForbidden, Message: "principal " + p.Name + " may not act as client " + strconv.Quote(acc.Client)}
 	}
-	return nil
+	return a.limit(r, acc, p)
 }
 
 // actsAsClient reports whether op's Access.Client is limited to a client
@@ -180,7 +205,7 @@ func bearer(r *http.Request) (string, bool) {
 // refuse logs a refusal: who (the principal's name, never its token), what,
 // and why.
 func (a *Authorizer) refuse(r *http.Request, acc server.Access, p *Principal, why string) {
-	if a.log == nil {
+	if a.log == nil || !a.refusals.Allow() {
 		return
 	}
 	attrs := []any{"op", acc.Op, "remote", r.RemoteAddr, "why", why}

@@ -37,12 +37,23 @@ type Principal struct {
 	// Clients are the glob patterns (path.Match) of the client ids a
 	// RoleClient principal may act as; empty for the other roles.
 	Clients []string
-	hash    [sha256.Size]byte
+	// Rate is how many requests a second the principal may send to one
+	// server, with bursts of as many; 0 for no limit. renew and release
+	// are never limited (a refused renew would cost an honest holder its
+	// lease), nor are the open health and openapi.json.
+	Rate int
+	// MaxWaiting is how many acquires with a wait the principal may have
+	// blocked on one server at once; 0 for no limit.
+	MaxWaiting int
+	hash       [sha256.Size]byte
 }
 
 // fileJSON and principalJSON are the auth file's format, exactly:
 //
-//	{"principals": [{"name": ..., "token_sha256": ..., "clients": [...], "role": ...}]}
+//	{"principals": [{"name": ..., "token_sha256": ..., "clients": [...], "role": ...,
+//	                 "rate": ..., "max_waiting": ...}]}
+//
+// with "clients" for role client only, and the limits optional.
 type fileJSON struct {
 	Principals []json.RawMessage `json:"principals"`
 }
@@ -52,6 +63,10 @@ type principalJSON struct {
 	TokenSHA256 string    `json:"token_sha256"`
 	Clients     *[]string `json:"clients"`
 	Role        Role      `json:"role"`
+	// The limits stay raw, so that "5", 5.0 and null are refused rather
+	// than read as numbers or as absent.
+	Rate       json.RawMessage `json:"rate"`
+	MaxWaiting json.RawMessage `json:"max_waiting"`
 }
 
 // HashToken is the token_sha256 of token: its SHA-256 in lower-case hex, as
@@ -83,7 +98,8 @@ func LoadFile(name string) ([]Principal, error) {
 // field anywhere, no principals, a missing or duplicate name, a token_sha256
 // that is not 64 hex digits, two principals with the same token, the hash of
 // the empty token, an unknown role, a client role without clients, clients
-// on another role, and an empty or malformed pattern.
+// on another role, an empty or malformed pattern, and a limit ("rate",
+// "max_waiting") that is not an integer from 1 to MaxLimit.
 func Parse(data []byte) ([]Principal, error) {
 	var f fileJSON
 	if err := strictDecode(data, &f); err != nil {
@@ -164,6 +180,12 @@ func parsePrincipal(raw json.RawMessage) (Principal, error) {
 		return p, errors.New(`"role" is missing: one of "client", "reader", "admin"`)
 	default:
 		return p, fmt.Errorf(`unknown role %q: one of "client", "reader", "admin"`, pj.Role)
+	}
+	if p.Rate, err = parseLimit("rate", "requests a second", pj.Rate); err != nil {
+		return p, err
+	}
+	if p.MaxWaiting, err = parseLimit("max_waiting", "blocked acquires", pj.MaxWaiting); err != nil {
+		return p, err
 	}
 	return p, nil
 }

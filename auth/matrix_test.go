@@ -187,6 +187,9 @@ var endpoints = []endpoint{
 	{"health", false, nothing, func(l, c string) (string, string, string) {
 		return "GET", "/v1/health", ""
 	}, `{"status":"ok","clock":`},
+	{"ready", false, nothing, func(l, c string) (string, string, string) {
+		return "GET", "/v1/ready", ""
+	}, `{"status":"ready"}`},
 	{"openapi", false, nothing, func(l, c string) (string, string, string) {
 		return "GET", "/v1/openapi.json", ""
 	}, `{`},
@@ -214,7 +217,7 @@ var subjects = []subject{
 
 // want is the decision table of docs/security.md, written out.
 func want(s subject, op, client string) int {
-	if op == "health" || op == "openapi" {
+	if op == "health" || op == "ready" || op == "openapi" {
 		return http.StatusOK
 	}
 	if s.role == "" {

@@ -2,8 +2,12 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
@@ -17,7 +21,19 @@ type AcquireOptions struct {
 	// Wait is how long the server may hold the request while the client is
 	// queued, in whole seconds up to an hour; 0 answers at once.
 	Wait time.Duration
+	// WithdrawFor bounds how long Acquire keeps sending the release that
+	// withdraws its request when the acquire's outcome is unknown, or when
+	// the client was still queued as the wait ran out, while no answer
+	// comes back (the server down or restarting). 0 (or less) means Wait
+	// plus TTL: the time the caller was prepared to give the lock, its wait
+	// and then its lease. One release is always sent.
+	WithdrawFor time.Duration
 }
+
+// withdrawAttempt bounds each release that withdraws a request, so that a
+// server that took the connection and then hung does not use up the time
+// left for retries.
+const withdrawAttempt = 5 * time.Second
 
 // Acquire asks for lock and, when it is granted, returns a *Lease that renews
 // itself until Release is called or it is lost. The caller must call Release.
@@ -27,64 +43,136 @@ type AcquireOptions struct {
 //   - a *QueuedError (ErrQueued) when the client was still queued as the
 //     wait ran out (at once when Wait is 0). Acquire has then withdrawn the
 //     request, so the client is not left queued for a lease nobody would
-//     renew;
+//     renew (QueuedError.WithdrawErr says if that failed);
 //   - a *DeadlockError (ErrDeadlock) when the client was aborted as a
 //     deadlock victim, by this request or, during the wait, by another
 //     client's; every lease the client held is gone;
 //   - ErrWithdrawn when a release from elsewhere withdrew the request during
 //     the wait;
 //   - an *Error for an error result: ErrClientBusy (the client already waits
-//     for a lock or holds this one), ErrInvalidTTL, ErrInvalidArguments, ...
-//   - any other error when no answer was obtained, or a 5xx answer (such as
-//     ErrUnavailable). Acquire then sends a release for the client on lock,
-//     as the request may have left it queued or granted; that release would also end a lease the client already held
-//     on lock under another Lease, which the server would have refused as
-//     client busy anyway.
+//     for a lock or holds this one), ErrInvalidTTL, ErrInvalidArguments,
+//     lk.ErrRateLimited once the retries after Retry-After have run out
+//     (WithRateLimitWait; Acquire retries for up to Wait if that is longer,
+//     and asks for what is left of the wait), ...;
+//   - an error that never left this machine (the server refused the
+//     connection, its certificate was not trusted): nothing was queued;
+//   - an *UnknownOutcomeError when the request may have reached the server
+//     but no answer told what became of it: the connection broke (the
+//     server died during the wait, say), ctx ended, or a 5xx answer (such as
+//     ErrUnavailable). The request may have left the client queued, or
+//     granted a lease nobody renews, so Acquire withdraws it: it sends a
+//     release for the client on lock, again while no answer comes, for up
+//     to WithdrawFor, whatever ctx's state. That release would also end a
+//     lease the client already held on lock under another Lease, which the
+//     server would have refused as client busy anyway. The error wraps the
+//     acquire's own (errors.Is(err, ErrUnavailable) and
+//     errors.Is(err, context.Canceled) work), and its WithdrawErr is nil
+//     when the server confirmed the client neither holds nor waits for lock.
 func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) (*Lease, error) {
-	send := time.Now()
-	res, err := c.AcquireOnce(ctx, lock, opts)
-	recv := time.Now()
-	var e *Error
-	switch {
-	case errors.As(err, &e) && e.Status == 0:
-		return nil, err // refused before it was sent
-	case errors.As(err, &e) && e.Status < 500:
-		return nil, err
-	case err != nil:
-		// No answer, or the server or its database failed (503
-		// unavailable): the request may have been queued or granted all
-		// the same.
-		c.withdraw(ctx, opts.Client, lock)
-		return nil, err
+	withdrawFor := opts.WithdrawFor
+	if withdrawFor <= 0 {
+		withdrawFor = opts.Wait + opts.TTL
 	}
-	switch res.Outcome {
-	case lk.Granted:
-	case lk.Queued:
-		c.withdraw(ctx, opts.Client, lock)
-		return nil, &QueuedError{Position: res.Position, Victims: res.Victims}
-	case lk.Deadlock:
-		return nil, &DeadlockError{Victims: res.Victims}
-	case lk.Withdrawn:
-		return nil, ErrWithdrawn
-	default:
-		return nil, fmt.Errorf("%s: unexpected outcome %q", pathAcquire, res.Outcome)
+	start := time.Now()
+	retryUntil := start.Add(max(opts.Wait, c.rateLimitWait))
+	once := opts
+	for {
+		send := time.Now()
+		res, err := c.AcquireOnce(context.WithValue(ctx, noRateLimitRetry{}, true), lock, once)
+		recv := time.Now()
+		var e *Error
+		switch {
+		case errors.As(err, &e) && e.Status == http.StatusTooManyRequests:
+			// Refused before anything happened: try again after the
+			// server's delay, asking for what is left of the wait.
+			if !waitRetry(ctx, e, retryUntil) {
+				return nil, err
+			}
+			once.Wait = max(opts.Wait-time.Since(start), 0).Truncate(time.Second)
+			continue
+		case errors.As(err, &e) && e.Status < 500:
+			return nil, err // an answer, or refused before it was sent (Status 0)
+		case err != nil && unsent(err):
+			return nil, err
+		case err != nil:
+			werr := c.withdraw(ctx, opts.Client, lock, withdrawFor)
+			return nil, &UnknownOutcomeError{Client: opts.Client, Lock: lock, Err: err, WithdrawErr: werr}
+		}
+		switch res.Outcome {
+		case lk.Granted:
+		case lk.Queued:
+			werr := c.withdraw(ctx, opts.Client, lock, withdrawFor)
+			return nil, &QueuedError{Position: res.Position, Victims: res.Victims, WithdrawErr: werr}
+		case lk.Deadlock:
+			return nil, &DeadlockError{Victims: res.Victims}
+		case lk.Withdrawn:
+			return nil, ErrWithdrawn
+		default:
+			return nil, fmt.Errorf("%s: unexpected outcome %q", pathAcquire, res.Outcome)
+		}
+		// A grant that took a while came from the queue: the lease started
+		// when the previous one ended, in the server's time, which this
+		// machine's clock may not match, so the first renew goes out at
+		// once to learn how long the lease really has.
+		waited := recv.Sub(send) > time.Second
+		base := send
+		if waited {
+			base = recv
+		}
+		return startLease(c, opts.Client, lock, opts.TTL, res, base, waited), nil
 	}
-	// A grant that took a while came from the queue: the lease started when
-	// the previous one ended, in the server's time, which this machine's
-	// clock may not match, so the first renew goes out at once to learn how
-	// long the lease really has.
-	waited := recv.Sub(send) > time.Second
-	base := send
-	if waited {
-		base = recv
-	}
-	return startLease(c, opts.Client, lock, opts.TTL, res, base, waited), nil
 }
 
 // withdraw releases client's request on lock after an acquire whose outcome
-// is unknown or unwanted; it is best effort, whatever ctx's state.
-func (c *Client) withdraw(ctx context.Context, client, lock string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	c.Release(ctx, client, lock)
+// is unknown or unwanted, whatever ctx's state: a request left queued would
+// be granted a lease that nobody renews, and would make the client busy
+// until it lapsed. While no answer comes (the server down, restarting, or
+// answering 5xx), it sends the release again, backing off from 0.1 s to 1 s,
+// for up to within (a release under way then is given a second at least). It returns nil once the server said that client neither
+// holds nor waits for lock (withdrawn, released, or not holder), else the
+// last error.
+func (c *Client) withdraw(ctx context.Context, client, lock string, within time.Duration) error {
+	ctx = context.WithoutCancel(ctx)
+	deadline := time.Now().Add(within)
+	backoff := 100 * time.Millisecond
+	for {
+		// Each release gets a second at least, however little is left.
+		actx, cancel := context.WithTimeout(ctx, min(max(time.Until(deadline), time.Second), withdrawAttempt))
+		_, err := c.Release(actx, client, lock)
+		cancel()
+		var e *Error
+		switch {
+		case err == nil, errors.Is(err, ErrNotHolder):
+			return nil
+		case errors.As(err, &e) && !transient(e.Status):
+			return err // a refusal that a retry would meet again
+		}
+		pause := min(backoff, time.Until(deadline))
+		if pause <= 0 {
+			return err
+		}
+		time.Sleep(pause)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// unsent reports whether err says that a request never left this machine: no
+// connection was made (refused, unreachable, a name that does not resolve),
+// the server's certificate was not trusted, or an https:// URL named a
+// server that speaks plain HTTP. net/http sends a POST again
+// only when nothing of it was written, so a final dial error means no
+// attempt reached the server.
+func unsent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.Is(err, http.ErrSchemeMismatch)
 }

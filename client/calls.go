@@ -131,11 +131,55 @@ func (c *Client) Inspect(ctx context.Context, lock string) (lk.InspectResult, er
 	return res, err
 }
 
-// Status returns what client holds and awaits.
+// Status returns what client holds and awaits: its age, the lock it waits
+// for, and the first page of its holds (the server's default size, 100).
+// The page's Next is non-nil when it holds more: StatusPage reads the
+// following pages, AllHolds every hold.
 func (c *Client) Status(ctx context.Context, client string) (lk.StatusResult, error) {
+	return c.StatusPage(ctx, client, "", 0)
+}
+
+// StatusPage returns what client holds and awaits, with the page of its
+// holds whose lock names sort after `after` ("" for the first), at most
+// limit of them (0 means the server's default, 100; at most 1,000). The
+// page's Next is the after of the next page, nil on the last.
+func (c *Client) StatusPage(ctx context.Context, client, after string, limit int) (lk.StatusResult, error) {
+	q := url.Values{"client": {client}}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
 	var res lk.StatusResult
-	err := c.do(ctx, http.MethodGet, pathStatus, url.Values{"client": {client}}, nil, &res)
+	err := c.do(ctx, http.MethodGet, pathStatus, q, nil, &res)
 	return res, err
+}
+
+// AllHolds yields every lease client holds, by lock name, reading pages of
+// the server's default size as it goes. It stops at the first error, which
+// it yields. As AllLocks, it is not a snapshot: each page is read at its
+// own time.
+func (c *Client) AllHolds(ctx context.Context, client string) iter.Seq2[lk.Hold, error] {
+	return func(yield func(lk.Hold, error) bool) {
+		after := ""
+		for {
+			page, err := c.StatusPage(ctx, client, after, 0)
+			if err != nil {
+				yield(lk.Hold{}, err)
+				return
+			}
+			for _, h := range page.Holds {
+				if !yield(h, nil) {
+					return
+				}
+			}
+			if page.Next == nil {
+				return
+			}
+			after = *page.Next
+		}
+	}
 }
 
 // Locks returns one page of the locks that have holders or waiters, by

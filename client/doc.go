@@ -32,6 +32,18 @@
 // obtained: the server was unreachable, ctx ended, or what answered did not
 // speak the API.
 //
+// An acquire that may have reached the server without an answer (the server
+// died during the wait, ctx ended, a 5xx) may have left the client queued,
+// to be granted a lease nobody renews. Acquire withdraws such a request,
+// sending the release again while no answer comes, for up to
+// AcquireOptions.WithdrawFor (Wait plus TTL by default), and returns an
+// *UnknownOutcomeError that says whether the server confirmed the withdraw.
+//
+// A server with per-principal limits answers 429 rate_limited with
+// Retry-After; every call retries after that delay, within its ctx, for up
+// to a minute (WithRateLimitWait). A 429 means the server did nothing, so
+// retrying is safe whatever the request.
+//
 // A server started with --auth-file wants a bearer token, WithBearerToken;
 // one with a certificate from a private CA is reached at an https:// URL
 // with WithTLSConfig (LoadCAFile builds the configuration from a PEM file).

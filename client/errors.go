@@ -36,8 +36,8 @@ var (
 	// bytes); a value within the API's limits never causes it.
 	ErrBodyTooLarge = lk.ErrBodyTooLarge
 	// ErrNotFound, ErrMethodNotAllowed: a path or method the API does not
-	// have: a base URL that is not a leasekeeper server's root (one ending
-	// in /v1, say).
+	// have: a base URL that is not a leasekeeper server's root (one with a
+	// path the server does not have; a last /v1 is trimmed by New).
 	ErrNotFound         = lk.ErrNotFound
 	ErrMethodNotAllowed = lk.ErrMethodNotAllowed
 	// ErrInternal: the server's database failed; nothing was acknowledged.
@@ -113,9 +113,17 @@ func (e *Error) Is(target error) bool {
 type QueuedError struct {
 	Position int64    // 1 = next in line
 	Victims  []string // clients that the request aborted as deadlock victims, if any
+	// WithdrawErr is nil when the server confirmed the withdraw (always
+	// so from AcquireOnce's answer, which is not withdrawn); else the last
+	// error of the releases Acquire sent for AcquireOptions.WithdrawFor:
+	// the client may still be queued.
+	WithdrawErr error
 }
 
 func (e *QueuedError) Error() string {
+	if e.WithdrawErr != nil {
+		return fmt.Sprintf("still queued at position %d, and withdrawing the request failed (%v): the client may stay queued until released", e.Position, e.WithdrawErr)
+	}
 	return fmt.Sprintf("still queued at position %d", e.Position)
 }
 
@@ -132,3 +140,29 @@ func (e *DeadlockError) Error() string {
 }
 
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
+
+// UnknownOutcomeError is Acquire's error when its request may have reached
+// the server but no answer said what became of it: the connection broke (the
+// server died during the wait, say), ctx ended, or the server answered 5xx.
+// Acquire has then tried to withdraw the request (AcquireOptions.WithdrawFor).
+// Unwrap gives the acquire's own error, so errors.Is(err, ErrUnavailable) or
+// errors.Is(err, context.DeadlineExceeded) see through it.
+type UnknownOutcomeError struct {
+	Client, Lock string
+	Err          error // why the acquire's outcome is unknown
+	// WithdrawErr is nil when the server confirmed that the client neither
+	// holds nor waits for Lock any more; else the last error of the
+	// releases sent to withdraw it: the client may still be queued, or be
+	// granted a lease nobody renews, until a release withdraws it.
+	WithdrawErr error
+}
+
+func (e *UnknownOutcomeError) Error() string {
+	if e.WithdrawErr == nil {
+		return fmt.Sprintf("no answer to the acquire (%v); the request was withdrawn", e.Err)
+	}
+	return fmt.Sprintf("no answer to the acquire (%v), nor to the release that withdraws it (%v): %s may stay queued for %q until released",
+		e.Err, e.WithdrawErr, e.Client, e.Lock)
+}
+
+func (e *UnknownOutcomeError) Unwrap() error { return e.Err }

@@ -18,11 +18,22 @@ func Backup(ctx context.Context, src, dst string) error {
 	if _, err := os.Stat(src); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	if _, err := os.Stat(dst); err == nil {
+	// Created here, empty, which VACUUM INTO accepts: so the copy is its
+	// owner's alone from the first byte, as the database is (prepareFile),
+	// and nothing that appears meanwhile is overwritten.
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("backup: %s already exists; a backup never overwrites a file", dst)
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
+	f.Close()
+	done := false
+	defer func() {
+		if !done {
+			os.Remove(dst)
+		}
+	}()
 	db, err := sqlx.Open("sqlite", "file:"+escapePath(src)+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
@@ -43,5 +54,6 @@ func Backup(ctx context.Context, src, dst string) error {
 	if _, err := db.ExecContext(ctx, intoSQL, dst); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
+	done = true
 	return nil
 }

@@ -63,6 +63,8 @@ type DB struct {
 	replace bool
 	stmts   []*sqlx.Stmt                  // by statement; nil until first run
 	stats   map[statement]*StatementStats // nil unless CollectStats was called
+	lock    *fileLock                     // a SQLite file's, held while open (lockfile.go)
+	reads   *readPool                     // connections apart from the writer's (read.go); nil in memory
 }
 
 // newDB makes the DB of the connection conn of sdb, a database of dialect d.
@@ -127,11 +129,47 @@ type Options struct {
 
 // Open opens the database at path and applies the embedded migrations: a
 // PostgreSQL database for a postgres:// URL (IsPostgres), else the SQLite file
-// at path (created if needed), or a private in-memory one for MemoryPath.
+// at path (created if needed, 0600), or a private in-memory one for MemoryPath.
+//
+// A SQLite file is opened by one DB at a time, in this process or any
+// other: Open holds the lock file beside it (path+LockSuffix) until Close,
+// and answers *InUseError while another DB holds it (lockfile.go). Errors
+// name the path and the likely cause (openerr.go).
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if IsPostgres(path) {
-		return openPostgres(ctx, path)
+		d, err := openPostgres(ctx, path)
+		if err == nil {
+			d.reads = postgresReads(d)
+		}
+		return d, err
 	}
+	if path == MemoryPath {
+		d, err := openSQLite(ctx, path, opts)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		return d, nil
+	}
+	lock, err := lockDatabase(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareFile(path); err != nil {
+		lock.release()
+		return nil, err
+	}
+	d, err := openSQLite(ctx, path, opts)
+	if err != nil {
+		lock.release()
+		return nil, openError(path, err)
+	}
+	d.lock = lock
+	d.reads = sqliteReads(d, path)
+	return d, nil
+}
+
+// openSQLite opens the SQLite database at path, a file or MemoryPath.
+func openSQLite(ctx context.Context, path string, opts Options) (*DB, error) {
 	dsn := "file::memory:"
 	if path != MemoryPath {
 		sync := opts.Synchronous
@@ -143,7 +181,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	sdb, err := sqlx.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
 	// One connection: an in-memory database exists per connection, and a file
 	// has a single writer anyway.
@@ -165,7 +203,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		conn.Close()
 	}
 	sdb.Close()
-	return nil, fmt.Errorf("open %s: %w", path, err)
+	return nil, err
 }
 
 // escapePath keeps a file name with '?' or '#' from being read as URI syntax.
@@ -182,9 +220,15 @@ func migrate(ctx context.Context, p *goose.Provider) error {
 
 // Close releases the prepared statements and closes the database.
 func (d *DB) Close() error {
+	d.reads.close()
 	d.closeStmts()
 	d.conn.Close()
-	return d.db.Close()
+	err := d.db.Close()
+	// Only once SQLite has let go of the file may another DB open it.
+	if lerr := d.lock.release(); err == nil {
+		err = lerr
+	}
+	return err
 }
 
 // closeStmts releases the prepared statements; each is prepared again when

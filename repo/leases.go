@@ -97,13 +97,3 @@ func LeasesOfClient(tx *Tx, client string) ([]lk.Hold, error) {
 	err := tx.selectAll(&hs, qLeasesOfClient, client)
 	return hs, err
 }
-
-var qLeasesAwaited = shared("LeasesAwaited", `SELECT 1 FROM leases l WHERE l.client = ?
-		AND EXISTS (SELECT 1 FROM queue_entries q WHERE q.lock = l.lock) LIMIT 1`)
-
-// LeasesAwaited reports whether anybody is queued for a lock that client
-// holds: only then can a wait cycle run through client.
-func LeasesAwaited(tx *Tx, client string) (bool, error) {
-	var one int
-	return tx.row(qLeasesAwaited, []any{client}, &one)
-}

@@ -16,7 +16,6 @@ type RequestState struct {
 	Registered   bool
 	WaitingFor   string  // "" when not waiting
 	HoldsLock    bool    // the client holds a lease on the lock
-	Awaited      bool    // somebody is queued for a lock the client holds
 	LockExists   bool    // the lock was ever acquired
 	LastToken    int64   // the lock's fencing counter
 	QueueLength  int64   // waiters on the lock
@@ -27,12 +26,13 @@ type RequestState struct {
 // Numbered parameters: binding each text argument once is measurably
 // cheaper. The CASEs skip lookups whose answer is known: an unregistered
 // client waits for and holds nothing, and the holders' mode only matters
-// when nobody is queued (SQLite runs a subquery only when reached).
+// when nobody is queued (SQLite runs a subquery only when reached). Every
+// lookup is by key: nothing here reads the client's other leases, which
+// may be tens of thousands (whether one of them is awaited is
+// ClientAwaited's, asked only of a request that queues).
 var qRequestStateGet = shared("RequestStateGet", `SELECT c.age,
 		       CASE WHEN c.age IS NOT NULL THEN (SELECT lock FROM queue_entries WHERE client = ?1) END,
 		       CASE WHEN c.age IS NOT NULL THEN EXISTS (SELECT 1 FROM leases WHERE lock = ?2 AND client = ?1) END,
-		       CASE WHEN c.age IS NOT NULL THEN EXISTS (SELECT 1 FROM leases l WHERE l.client = ?1
-		                  AND EXISTS (SELECT 1 FROM queue_entries q WHERE q.lock = l.lock)) END,
 		       k.last_token, k.queue_length, k.last_position,
 		       CASE WHEN k.queue_length = 0 THEN (SELECT mode FROM leases WHERE lock = ?2 LIMIT 1) END
 		  FROM (SELECT 1) AS one LEFT JOIN clients c ON c.name = ?1 LEFT JOIN locks k ON k.name = ?2`)
@@ -42,10 +42,10 @@ func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
 	var st RequestState
 	var age, lastToken, queueLength, lastPosition sql.NullInt64
 	var waiting, holderMode sql.NullString
-	var holdsLock, awaited sql.NullBool
+	var holdsLock sql.NullBool
 	_, err := tx.row(qRequestStateGet, []any{client, lock},
-		&age, &waiting, &holdsLock, &awaited, &lastToken, &queueLength, &lastPosition, &holderMode)
-	st.HoldsLock, st.Awaited = holdsLock.Bool, awaited.Bool
+		&age, &waiting, &holdsLock, &lastToken, &queueLength, &lastPosition, &holderMode)
+	st.HoldsLock = holdsLock.Bool
 	st.Registered, st.WaitingFor = age.Valid, waiting.String
 	st.LockExists, st.LastToken = lastToken.Valid, lastToken.Int64
 	st.QueueLength, st.LastPosition = queueLength.Int64, lastPosition.Int64

@@ -1,5 +1,7 @@
 package repo
 
+import "strconv"
+
 // WaitEdge is an edge of the wait-for graph (D2) found by WaitEdgesFrom, with
 // what the deadlock resolution needs to know about its target.
 type WaitEdge struct {
@@ -86,4 +88,24 @@ var qLockHoldersWaiting = shared("LockHoldersWaiting", `SELECT 1 FROM leases l W
 func LockHoldersWaiting(tx *Tx, lock string) (bool, error) {
 	var one int
 	return tx.row(qLockHoldersWaiting, []any{lock}, &one)
+}
+
+// awaitedScan is how many of a client's leases ClientAwaited looks at.
+const awaitedScan = 16
+
+var qClientAwaited = shared("ClientAwaited", `SELECT count(*),
+		       coalesce(max(CASE WHEN EXISTS (SELECT 1 FROM queue_entries q WHERE q.lock = h.lock) THEN 1 ELSE 0 END), 0)
+		  FROM (SELECT lock FROM leases WHERE client = ?1 LIMIT `+strconv.Itoa(awaitedScan+1)+`) AS h`)
+
+// ClientAwaited reports whether somebody may be queued for a lock that
+// client holds: without such an edge into client, no wait cycle runs through
+// it. It looks at awaitedScan of the client's leases at most, and answers
+// true, without looking further, for a client that holds more: the check
+// is only a shortcut past the walk, which decides, and a client holding tens
+// of thousands of locks must not pay for every one of them at each queued
+// acquire.
+func ClientAwaited(tx *Tx, client string) (bool, error) {
+	var held, awaited int64
+	_, err := tx.row(qClientAwaited, []any{client}, &held, &awaited)
+	return held > awaitedScan || awaited == 1, err
 }

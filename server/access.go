@@ -1,7 +1,11 @@
 package server
 
 import (
+	"math"
 	"net/http"
+	"strconv"
+	"sync"
+	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
 )
@@ -9,19 +13,25 @@ import (
 // Access is what a request asks to do, for an Authorizer to judge.
 type Access struct {
 	// Op is the operation: acquire, renew, release, revoke, write, read,
-	// inspect, status, locks, health, openapi or metrics.
+	// inspect, status, locks, health, ready, openapi or metrics.
 	Op string
 	// Client is the client id the request acts as (acquire, renew, release,
 	// revoke) or asks about (status); "" for the others.
 	Client string
 }
 
-// Denial refuses a request: lk.CodeUnauthenticated (401) or
-// lk.CodeForbidden (403), and a message that says why without naming a
-// secret.
+// Denial refuses a request: lk.CodeUnauthenticated (401),
+// lk.CodeForbidden (403) or lk.CodeRateLimited (429), and a message that
+// says why without naming a secret.
 type Denial struct {
 	Code    lk.ErrorCode
 	Message string
+	// RetryAfter, for lk.CodeRateLimited, is when the request may be sent
+	// again: the answer's Retry-After, in whole seconds rounded up.
+	RetryAfter time.Duration
+	// Principal is who was refused, when known: a name of the auth file,
+	// never a token.
+	Principal string
 }
 
 // Authorizer decides who may do what. It runs before the operation, so a
@@ -30,17 +40,62 @@ type Authorizer interface {
 	Authorize(r *http.Request, a Access) *Denial
 }
 
+// Admitter is an Authorizer that also bounds how many acquires of a
+// principal may block on this server at once. The server asks it, after
+// Authorize, about each acquire with a wait, before the acquire runs (a slot
+// refused after the client was queued would leave it queued). release frees
+// the slot; the server calls it once the acquire is answered, whichever way:
+// granted, queued when its wait ran out, aborted, withdrawn, its caller gone,
+// or the server draining.
+type Admitter interface {
+	Admit(r *http.Request, a Access) (release func(), d *Denial)
+}
+
 // allowed runs the authorizer, answering the request itself when it refuses.
 func (s *Server) allowed(w http.ResponseWriter, r *http.Request, a Access) bool {
 	if s.auth == nil {
 		return true
 	}
 	if d := s.auth.Authorize(r, a); d != nil {
-		if s.obs != nil {
-			s.obs.Denied(r, a, d)
-		}
-		replyError(w, lk.Errorf(d.Code, d.Message))
+		s.deny(w, r, a, d)
 		return false
 	}
+	s.noteActor(r, a) // for the audit log of deadlock aborts
 	return true
+}
+
+// admitted takes a blocked-acquire slot when the Authorizer is an Admitter,
+// answering the request itself when it refuses. release is idempotent, so
+// that the handler may free the slot before it answers (a caller that has
+// its answer may send the next acquire at once) and again, deferred, on
+// every other way out.
+func (s *Server) admitted(w http.ResponseWriter, r *http.Request, a Access) (release func(), ok bool) {
+	ad, is := s.auth.(Admitter)
+	if !is {
+		return func() {}, true
+	}
+	rel, d := ad.Admit(r, a)
+	if d != nil {
+		s.deny(w, r, a, d)
+		return nil, false
+	}
+	if rel == nil {
+		return func() {}, true
+	}
+	return sync.OnceFunc(rel), true
+}
+
+// deny answers a refused request, with Retry-After when the Denial has one.
+func (s *Server) deny(w http.ResponseWriter, r *http.Request, a Access, d *Denial) {
+	if s.obs != nil {
+		s.obs.Denied(r, a, d)
+	}
+	if d.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.RetryAfter.Seconds())), 10))
+	}
+	if d.Code == lk.CodeUnauthenticated || d.Code == lk.CodeForbidden {
+		refuse(w, lk.Errorf(d.Code, d.Message)) // and close: see refuse
+		return
+	}
+	replyError(w, lk.Errorf(d.Code, d.Message))
 }

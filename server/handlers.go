@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -32,10 +35,11 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/revoke", operation(s, "revoke", body, decodeRevoke, s.svc.Revoke))
 	s.mux.Handle("POST /v1/write", operation(s, "write", body, decodeWrite, s.svc.Write))
 	s.mux.Handle("GET /v1/inspect", operation(s, "inspect", query, decodeInspect, s.svc.Inspect))
-	s.mux.Handle("GET /v1/status", operation(s, "status", query, decodeStatus, s.svc.Status))
+	s.mux.Handle("GET /v1/status", readOperation(s, "status", decodeStatus, s.svc.ReadStatus, s.svc.Status))
 	s.mux.Handle("GET /v1/read", operation(s, "read", query, decodeRead, s.svc.Read))
-	s.mux.Handle("GET /v1/locks", operation(s, "locks", query, decodeLocks, s.svc.Locks))
+	s.mux.Handle("GET /v1/locks", readOperation(s, "locks", decodeLocks, s.svc.ReadLocks, s.svc.Locks))
 	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
+	s.mux.HandleFunc("GET /v1/ready", s.handleReady)
 	s.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		if s.allowed(w, r, Access{Op: "openapi"}) {
 			w.Header().Set("Content-Type", "application/json")
@@ -55,7 +59,7 @@ func (s *Server) routes() {
 		if strings.HasPrefix(r.URL.Path, "/v1/") {
 			for _, m := range []string{"GET", "POST"} {
 				if _, pattern := s.mux.Handler(&http.Request{Method: m, URL: r.URL}); pattern != "/" && pattern != "" {
-					replyError(w, lk.Errorf(lk.CodeMethodNotAllowed, r.URL.Path+" takes "+m+", not "+r.Method))
+					refuse(w, lk.Errorf(lk.CodeMethodNotAllowed, r.URL.Path+" takes "+m+", not "+r.Method))
 					return
 				}
 			}
@@ -64,7 +68,7 @@ func (s *Server) routes() {
 		if strings.HasPrefix(r.URL.Path, "/v1/v1/") {
 			msg += " (the server's URL is its root, without /v1)"
 		}
-		replyError(w, lk.Errorf(lk.CodeNotFound, msg))
+		refuse(w, lk.Errorf(lk.CodeNotFound, msg))
 	})
 }
 
@@ -112,11 +116,20 @@ func reply(w http.ResponseWriter, v any) {
 func replyError(w http.ResponseWriter, e *lk.Error) {
 	b, _ := encode(e)
 	w.Header().Set("Content-Type", "application/json")
-	if e.Code == lk.CodeUnavailable {
+	if e.Code == lk.CodeUnavailable || e.Code == lk.CodeRateLimited && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(StatusOf(e.Code))
 	w.Write(b)
+}
+
+// refuse answers a request refused before it is judged (malformed,
+// unauthenticated, forbidden, too large, no such path), and closes its
+// connection: a client that sends only such requests, holding connections
+// between them, gets none to hold.
+func refuse(w http.ResponseWriter, e *lk.Error) {
+	w.Header().Set("Connection", "close")
+	replyError(w, e)
 }
 
 // encode is JSON with a newline, and without HTML escaping: the answers are
@@ -141,7 +154,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, lk.ErrUnavailable):
 		s.log.Warn("database unavailable", "err", err)
 		replyError(w, lk.Errorf(lk.CodeUnavailable, "the database is unavailable; the operation did not happen, unless the connection broke during its commit: read the state before retrying"))
-	case lk.IsContract(err):
+	case lk.IsContract(err), errors.Is(err, lk.ErrQuotaExceeded):
 		replyError(w, lk.Errorf(lk.CodeOf(err), lk.Message(err)))
 	default:
 		s.log.Error("operation failed", "err", err)
@@ -155,6 +168,9 @@ type fields struct {
 	get   func(name string) (v any, present bool)
 	query bool // a query's values are all text: "30" is the integer 30 there
 	bad   *lk.Error
+	// badText are the fields of a body whose string is not valid UTF-8 as
+	// sent (encoding/json has made it valid with U+FFFD).
+	badText map[string]bool
 }
 
 func (f *fields) fail(code lk.ErrorCode, msg string) {
@@ -174,6 +190,10 @@ func (f *fields) name(key string) string {
 	s, isString := v.(string)
 	if !isString {
 		f.fail(lk.CodeInvalidArguments, key+" must be a string, got "+jsonKind(v))
+		return ""
+	}
+	if f.badText[key] || !utf8.ValidString(s) {
+		f.fail(lk.CodeInvalidArguments, key+" must be valid UTF-8: it holds bytes that are not, or a \\u escape of an unpaired surrogate")
 		return ""
 	}
 	limit := MaxNameBytes
@@ -250,15 +270,22 @@ func jsonKind(v any) string {
 // body reads a POST's JSON object; fields it does not know are ignored.
 // Numbers stay json.Number, so that 30.0 is told from 30.
 func body(w http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(r.Body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooBig):
+			return nil, lk.Errorf(lk.CodeBodyTooLarge, fmt.Sprintf("the request body is longer than %d bytes", MaxBodyBytes))
+		case errors.As(err, &netErr) && netErr.Timeout():
+			return nil, lk.Errorf(lk.CodeInvalidArguments, "the request body did not arrive in time (the server's --read-timeout), or the server is stopping")
+		}
+		return nil, lk.Errorf(lk.CodeInvalidArguments, "reading the body: "+err.Error())
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, lk.Errorf(lk.CodeBodyTooLarge, fmt.Sprintf("the request body is longer than %d bytes", MaxBodyBytes))
-		}
 		return nil, lk.Errorf(lk.CodeInvalidArguments, "the body must be a JSON object: "+err.Error())
 	}
 	if m == nil {
@@ -267,7 +294,7 @@ func body(w http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
 	if dec.More() {
 		return nil, lk.Errorf(lk.CodeInvalidArguments, "unexpected data after the JSON object")
 	}
-	return &fields{get: func(k string) (any, bool) { v, ok := m[k]; return v, ok }}, nil
+	return &fields{badText: badTextFields(raw), get: func(k string) (any, bool) { v, ok := m[k]; return v, ok }}, nil
 }
 
 // query reads a GET's parameters.
@@ -277,9 +304,9 @@ func query(_ http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
 		if !q.Has(k) {
 			return nil, false
 		}
-		// As encoding/json does for bodies: a name is text, and
-		// PostgreSQL refuses bytes that are not UTF-8.
-		return strings.ToValidUTF8(q.Get(k), "\uFFFD"), true
+		// Names are text: fields.name refuses bytes that are not UTF-8
+		// (PostgreSQL would refuse them too).
+		return q.Get(k), true
 	}}, nil
 }
 
@@ -299,20 +326,17 @@ func decodeWrite(f *fields) lk.WriteRequest {
 	return lk.WriteRequest{Lock: f.name("lock"), Key: f.name("key"), Value: f.name("value"), Token: f.integer("token", true, 0)}
 }
 func decodeInspect(f *fields) lk.InspectRequest { return lk.InspectRequest{Lock: f.name("lock")} }
-func decodeStatus(f *fields) lk.StatusRequest   { return lk.StatusRequest{Client: f.name("client")} }
+func decodeStatus(f *fields) lk.StatusRequest {
+	q := lk.StatusRequest{Client: f.name("client")}
+	q.Limit, q.After = f.page()
+	return q
+}
 func decodeRead(f *fields) lk.ReadRequest {
 	return lk.ReadRequest{Lock: f.name("lock"), Key: f.name("key")}
 }
 func decodeLocks(f *fields) lk.LocksRequest {
-	limit := f.integer("limit", false, lk.DefaultLocksLimit)
-	if f.bad == nil && (limit < 1 || limit > lk.MaxLocksLimit) {
-		f.fail(lk.CodeInvalidArguments, fmt.Sprintf("limit must be from 1 to %d, got %d", lk.MaxLocksLimit, limit))
-		limit = lk.DefaultLocksLimit
-	}
-	q := lk.LocksRequest{Limit: int(limit)}
-	if _, ok := f.get("after"); ok {
-		q.After = f.name("after")
-	}
+	var q lk.LocksRequest
+	q.Limit, q.After = f.page()
 	if _, ok := f.get("prefix"); ok {
 		q.Prefix = f.name("prefix")
 	}
@@ -355,7 +379,7 @@ func decodeRequest[Q request](w http.ResponseWriter, r *http.Request, read func(
 		}
 	}
 	if bad != nil {
-		replyError(w, bad)
+		refuse(w, bad)
 		return q, false
 	}
 	return q, true
@@ -410,6 +434,16 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.allowed(w, r, Access{Op: "acquire", Client: q.Client}) {
 		return
 	}
+	release := func() {}
+	if wait > 0 && s.auth != nil {
+		// A blocked-acquire slot of the principal (max_waiting), held until
+		// the answer: released before it is written, or deferred on every
+		// other way out.
+		if release, ok = s.admitted(w, r, Access{Op: "acquire", Client: q.Client}); !ok {
+			return
+		}
+		defer release()
+	}
 	var events <-chan service.Event
 	if wait > 0 {
 		// Subscribe before the acquire so that no grant can slip between.
@@ -423,6 +457,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	if err == nil && wait > 0 && res.Outcome == lk.Queued {
 		res, err = s.await(r.Context(), q.Client, q.Lock, wait, events, res)
 	}
+	release()
 	if err != nil {
 		s.fail(w, err)
 		return

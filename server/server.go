@@ -76,6 +76,8 @@ type Server struct {
 
 	waitMu  sync.Mutex
 	waiters map[string][]chan service.Event // blocked acquires by client
+
+	actors actors // who last acted as each client id (audit.go)
 }
 
 // New returns a server for svc and starts its lapse timer. svc must not be
@@ -102,6 +104,7 @@ func New(svc *service.Service, opts Options) *Server {
 	s.calls = make(chan *call, maxGroup)
 	s.committerDone = make(chan struct{})
 	svc.OnCommit(s.dispatch)
+	s.startAudit() // before the first transaction
 	s.routes()
 	s.loopWG.Add(2)
 	go s.lapseLoop()
@@ -116,9 +119,14 @@ func New(svc *service.Service, opts Options) *Server {
 // Handler returns the HTTP handler of the API.
 func (s *Server) Handler() http.Handler { return s.observed(s.mux) }
 
-// Counts returns how many locks have holders and how many clients wait, now:
-// for a metrics gauge. It costs a pass over the live leases and queue.
+// Counts returns how many locks have live leases and how many clients wait,
+// now: for a metrics gauge. It costs a pass over the live leases and queue,
+// read apart from the committer (read.go), which it never holds up.
 func (s *Server) Counts(ctx context.Context) (held, waiting int64, err error) {
+	held, waiting, err = s.svc.ReadCounts(ctx, s.readTS())
+	if !errors.Is(err, service.ErrNeedsTx) {
+		return held, waiting, err
+	}
 	err = s.submit(ctx, "counts", func(ctx context.Context, ts int64) error {
 		var err error
 		held, waiting, err = s.svc.Counts(ctx, ts)

@@ -393,7 +393,7 @@ func TestWaitRunsOut(t *testing.T) {
 	f.clock.Set(time.Unix(6, 0))
 	expect(t, receive(t, ch), `{"outcome": "queued", "position": 1}`)
 	_, v := f.call("GET", "/v1/status?client=c", nil)
-	expect(t, v, `{"client": "c", "age": 3, "holds": [], "waiting": {"lock": "L", "position": 1}}`)
+	expect(t, v, `{"client": "c", "age": 3, "holds": [], "waiting": {"lock": "L", "position": 1}, "next": null}`)
 }
 
 // TestWithdrawnWhileWaiting: a release of the waiting client from elsewhere
@@ -470,7 +470,7 @@ func TestBadRequests(t *testing.T) {
 	_, v := f.call("GET", "/v1/locks", nil)
 	expect(t, v, `{"locks": [], "next": null}`)
 	_, v = f.call("GET", "/v1/status?client=a", nil)
-	expect(t, v, `{"client": "a", "age": null, "holds": [], "waiting": null}`)
+	expect(t, v, `{"client": "a", "age": null, "holds": [], "waiting": null, "next": null}`)
 }
 
 // TestErrorMessages: each refused request answers the code of what is
@@ -521,7 +521,7 @@ func TestErrorMessages(t *testing.T) {
 	_, v := f.call("GET", "/v1/health", nil)
 	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": null, "version": %q}`, lk.Version))
 	_, v = f.call("GET", "/v1/status?client=a", nil)
-	expect(t, v, `{"client": "a", "age": null, "holds": [], "waiting": null}`)
+	expect(t, v, `{"client": "a", "age": null, "holds": [], "waiting": null, "next": null}`)
 	_, v = f.call("GET", "/v1/locks", nil)
 	expect(t, v, `{"locks": [], "next": null}`)
 }
@@ -949,8 +949,9 @@ func TestCloseWhileSweepQueued(t *testing.T) {
 }
 
 // TestInvalidUTF8QueryParameter: query parameters are text; bytes that are
-// not UTF-8 become U+FFFD, as encoding/json makes them in bodies, on both
-// backends alike (PostgreSQL would refuse them, failing the whole group).
+// not UTF-8 are refused, naming the parameter, on both backends alike
+// (PostgreSQL would refuse them, failing the whole group), and the server
+// goes on serving (TestInvalidUTF8Names has bodies too).
 func TestInvalidUTF8QueryParameter(t *testing.T) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
@@ -961,10 +962,9 @@ func TestInvalidUTF8QueryParameter(t *testing.T) {
 			f := startOn(t, path, 1000)
 			f.call("POST", "/v1/acquire", map[string]any{"client": "caf\uFFFD", "lock": "L", "ttl": 100})
 			status, v := f.call("GET", "/v1/status?client=caf%E9", nil)
-			if status != http.StatusOK {
-				t.Fatalf("HTTP %d: %v", status, v)
-			}
-			expect(t, v, `{"client": "caf\uFFFD", "age": 1, "holds": [{"lock": "L", "mode": "exclusive", "token": 1, "expires_at": 1100}], "waiting": null}`)
+			expectError(t, status, v, lk.CodeInvalidArguments, "client must be valid UTF-8")
+			_, v = f.call("GET", "/v1/inspect?lock=L", nil)
+			expect(t, v, `{"lock": "L", "holders": [{"client": "caf\uFFFD", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": []}`)
 		})
 	}
 }

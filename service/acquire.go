@@ -4,6 +4,7 @@ import (
 	"context"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
 
@@ -45,12 +46,15 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 	if !st.LockExists || (st.QueueLength == 0 && lk.Compatible(st.HolderMode, mode)) {
 		l := repo.LeaseRow{Lock: lock, Client: client, Mode: mode, Token: st.LastToken + 1,
 			GrantedAt: ts, ExpiresAt: lk.AddTime(ts, ttl)}
+		if failpoint.First(failpoint.ReissueToken, lock) && st.LastToken > 0 {
+			l.Token = st.LastToken
+		}
 		if err := repo.LockGrant(tx, l, !st.LockExists); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		s.noteExpiry(l.ExpiresAt)
 		s.events = append(s.events, Event{Kind: EventGranted, Client: client, Lock: lock, At: ts,
-			Token: l.Token, ExpiresAt: l.ExpiresAt})
+			Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: mode})
 		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, GrantedAt: ts, ExpiresAt: l.ExpiresAt}, nil
 	}
 	// D3-D5. A cycle through the requester needs an edge into it (somebody
@@ -58,10 +62,17 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 	// waits itself: everything a waiter on lock reaches, it reaches through
 	// the lock's holders. Only then is the graph walked, before the queue
 	// entry is written, so that a requester that is itself the victim is
-	// never queued.
+	// never queued. A client registered just now holds nothing.
 	victim, victimWaits := "", ""
 	var cycle []string
-	if st.Awaited {
+	awaited := false
+	if st.Registered {
+		var err error
+		if awaited, err = repo.ClientAwaited(tx, client); err != nil {
+			return lk.AcquireResult{}, err
+		}
+	}
+	if awaited {
 		possible, err := repo.LockHoldersWaiting(tx, lock)
 		if err != nil {
 			return lk.AcquireResult{}, err
@@ -75,7 +86,7 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		}
 	}
 	if victim == client {
-		if err := s.abort(tx, client, "", ts, cycle); err != nil {
+		if err := s.abort(tx, client, client, "", ts, cycle); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		return lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{client}}, nil
@@ -93,7 +104,7 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 	if victim == "" {
 		return res, nil
 	}
-	if err := s.abort(tx, victim, victimWaits, ts, cycle); err != nil {
+	if err := s.abort(tx, client, victim, victimWaits, ts, cycle); err != nil {
 		return lk.AcquireResult{}, err
 	}
 	return s.resolveDeadlocks(tx, ts, client, lock, []string{victim})

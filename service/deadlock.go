@@ -13,7 +13,7 @@ import (
 func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victims []string) (lk.AcquireResult, error) {
 	for {
 		// The aborts may have removed every edge into r, or granted it.
-		awaited, err := repo.LeasesAwaited(tx, r)
+		awaited, err := repo.ClientAwaited(tx, r)
 		if err != nil {
 			return lk.AcquireResult{}, err
 		}
@@ -34,7 +34,7 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victim
 		if victim == "" {
 			break
 		}
-		if err := s.abort(tx, victim, waitingFor, ts, cycle); err != nil {
+		if err := s.abort(tx, r, victim, waitingFor, ts, cycle); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		victims = append(victims, victim)
@@ -98,24 +98,32 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string
 // (D4.3): its queue entry first, then its leases in ascending lock-name
 // order, running S3 after each, with grants starting at ts; then it is
 // unregistered. The fenced store and the fencing counters are untouched.
-// cycle is C when the victim was chosen, for the event.
-func (s *Service) abort(tx *repo.Tx, victim, lock string, ts int64, cycle []string) error {
-	var pos int64
+// requester is the client whose acquire found the cycle, and cycle is C when
+// the victim was chosen, for the event.
+func (s *Service) abort(tx *repo.Tx, requester, victim, lock string, ts int64, cycle []string) error {
+	var entry repo.QueueEntry
 	if lock != "" {
 		var err error
-		if pos, err = repo.QueueDeleteClient(tx, victim); err != nil {
+		if entry, _, err = repo.QueueTakeClient(tx, victim); err != nil {
 			return err
 		}
 		if err := repo.LockDequeue(tx, lock); err != nil {
-			return err
-		}
-		if err := s.promote(tx, lock, ts); err != nil {
 			return err
 		}
 	}
 	holds, err := repo.LeasesOfClient(tx, victim)
 	if err != nil {
 		return err
+	}
+	// The event, naming all the victim lost, comes before the grants that
+	// follow from it: read in order, the events never show a lock granted
+	// while the victim still holds it.
+	s.events = append(s.events, Event{Kind: EventAborted, Client: victim, Lock: lock, At: ts, Cycle: cycle,
+		Requester: requester, Lost: holds, Position: entry.Position, Mode: entry.Mode})
+	if lock != "" {
+		if err := s.promote(tx, lock, ts); err != nil {
+			return err
+		}
 	}
 	for _, h := range holds {
 		if _, err := repo.LeaseDelete(tx, h.Lock, victim); err != nil {
@@ -126,7 +134,5 @@ func (s *Service) abort(tx *repo.Tx, victim, lock string, ts int64, cycle []stri
 		}
 	}
 	s.unregister = true
-	s.events = append(s.events, Event{Kind: EventAborted, Client: victim, Lock: lock, At: ts, Cycle: cycle,
-		Position: pos})
 	return repo.ClientDelete(tx, victim)
 }

@@ -1,5 +1,7 @@
 package service
 
+import lk "github.com/leasekeeper/leasekeeper"
+
 // EventKind says what happened.
 type EventKind int
 
@@ -8,15 +10,19 @@ const (
 	// waiter, starting at At.
 	EventGranted EventKind = iota + 1
 	// EventAborted: the client was aborted as a deadlock victim (D4); Cycle
-	// holds the clients on cycles through the requester when it was chosen.
+	// holds the clients on cycles through the requester when it was chosen,
+	// Requester the client whose acquire found the cycle, Lost the leases
+	// the victim lost, and Lock, Position and Mode the queue entry it lost
+	// (Lock "" when it waited for nothing). It comes before the grants that
+	// the aborted leases and queue entry made room for.
 	EventAborted
 	// EventWithdrawn: the client's queued request was withdrawn by a release.
 	EventWithdrawn
-	// EventRevoked: the client's lease was ended by Revoke.
+	// EventRevoked: the client's lease (Token, Mode) was ended by Revoke.
 	EventRevoked
 	// EventLapsed: the client's lease with Token ran out at At (L1).
 	EventLapsed
-	// EventReleased: the holder released its lease.
+	// EventReleased: the holder released its lease (Token, Mode).
 	EventReleased
 	// EventRenewed: the holder renewed; ExpiresAt is the new expiry.
 	EventRenewed
@@ -36,9 +42,14 @@ type Event struct {
 	At        int64 // the instant it happened (a hand-over's instant, not the noticing operation's ts)
 	Token     int64
 	ExpiresAt int64
-	FromQueue bool     // EventGranted
-	Cycle     []string // EventAborted
-	Highest   int64    // EventStaleWrite
+	// Mode is the lease's (EventGranted, EventLapsed, EventReleased,
+	// EventRevoked) or the queue entry's (EventWithdrawn, EventAborted).
+	Mode      lk.Mode
+	FromQueue bool      // EventGranted
+	Cycle     []string  // EventAborted
+	Requester string    // EventAborted
+	Lost      []lk.Hold // EventAborted: the victim's leases, by lock name
+	Highest   int64     // EventStaleWrite
 	// Position is the queue entry an event concerns (EventQueued, a
 	// FromQueue EventGranted, EventWithdrawn, and EventAborted of a waiting
 	// client), 0 for none. Positions are never reused on a lock, so a
@@ -54,4 +65,34 @@ func (s *Service) OnCommit(fn func([]Event)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onCommit = fn
+}
+
+// OnPrepare sets the functions that write a transaction's events ahead of
+// its commit, for an audit log that a kill cannot leave behind the
+// database: prepare receives the events of each transaction that has some,
+// in order, just before its COMMIT (everything else done, notifications to
+// peers included), and failed is called when that COMMIT then fails. A
+// transaction that commits has had its events through prepare; one cut off
+// before its COMMIT by a kill may have too (AuditCommitted tells, later).
+// Both run with the service locked: they must not call the service.
+func (s *Service) OnPrepare(prepare func([]Event), failed func(error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onPrepare, s.onPrepareFailed = prepare, failed
+}
+
+// prepared hands the transaction's events to the OnPrepare function, just
+// before its COMMIT.
+func (s *Service) prepared() {
+	if s.onPrepare != nil && len(s.events) > 0 {
+		s.onPrepare(s.events)
+	}
+}
+
+// commitFailed tells the OnPrepare function that the COMMIT of the events
+// it was last given failed.
+func (s *Service) commitFailed(err error) {
+	if s.onPrepareFailed != nil && len(s.events) > 0 {
+		s.onPrepareFailed(err)
+	}
 }

@@ -119,7 +119,7 @@ func (h *handOver) run() error {
 		l := heap.Pop(&h.pending).(repo.LeaseRow)
 		h.count(l.Mode, -1)
 		h.s.events = append(h.s.events, Event{Kind: EventLapsed, Client: l.Client, Lock: l.Lock,
-			At: l.ExpiresAt, Token: l.Token, ExpiresAt: l.ExpiresAt})
+			At: l.ExpiresAt, Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: l.Mode})
 		if err := h.grantHeads(l.ExpiresAt); err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func (h *handOver) grantHeads(at int64) error {
 			GrantedAt: at, ExpiresAt: lk.AddTime(at, head.TTL)}
 		h.count(l.Mode, +1)
 		h.s.events = append(h.s.events, Event{Kind: EventGranted, Client: l.Client, Lock: l.Lock,
-			At: at, Token: l.Token, ExpiresAt: l.ExpiresAt, FromQueue: true, Position: head.Position})
+			At: at, Token: l.Token, ExpiresAt: l.ExpiresAt, FromQueue: true, Position: head.Position, Mode: l.Mode})
 		if l.ExpiresAt <= h.lapseBy {
 			heap.Push(&h.pending, l)
 		} else {

@@ -44,13 +44,14 @@ func (s *Service) Release(ctx context.Context, ts int64, req lk.ReleaseRequest) 
 		if err := req.Validate(); err != nil {
 			return err
 		}
-		deleted, err := repo.LeaseDelete(tx, lock, client)
+		l, deleted, err := repo.LeaseTake(tx, lock, client)
 		if err != nil {
 			return err
 		}
 		if deleted {
 			out.Outcome = lk.Released
-			s.events = append(s.events, Event{Kind: EventReleased, Client: client, Lock: lock, At: ts})
+			s.events = append(s.events, Event{Kind: EventReleased, Client: client, Lock: lock, At: ts,
+				Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: l.Mode})
 			err = s.promote(tx, lock, ts)
 			return err
 		}
@@ -61,7 +62,7 @@ func (s *Service) Release(ctx context.Context, ts int64, req lk.ReleaseRequest) 
 		if waitingFor != lock {
 			return lk.Errorf(lk.CodeNotHolder, client+" neither holds a live lease on "+lock+" nor waits for it")
 		}
-		pos, err := repo.QueueDeleteClient(tx, client)
+		e, _, err := repo.QueueTakeClient(tx, client)
 		if err != nil {
 			return err
 		}
@@ -69,7 +70,8 @@ func (s *Service) Release(ctx context.Context, ts int64, req lk.ReleaseRequest) 
 			return err
 		}
 		out.Outcome = lk.Withdrawn
-		s.events = append(s.events, Event{Kind: EventWithdrawn, Client: client, Lock: lock, At: ts, Position: pos})
+		s.events = append(s.events, Event{Kind: EventWithdrawn, Client: client, Lock: lock, At: ts,
+			Position: e.Position, Mode: e.Mode})
 		err = s.promote(tx, lock, ts)
 		return err
 	})
@@ -86,14 +88,15 @@ func (s *Service) Revoke(ctx context.Context, ts int64, req lk.RevokeRequest) (l
 		if err := req.Validate(); err != nil {
 			return err
 		}
-		deleted, err := repo.LeaseDelete(tx, lock, client)
+		l, deleted, err := repo.LeaseTake(tx, lock, client)
 		if err != nil {
 			return err
 		}
 		if !deleted {
 			return notHolder(client, lock)
 		}
-		s.events = append(s.events, Event{Kind: EventRevoked, Client: client, Lock: lock, At: ts})
+		s.events = append(s.events, Event{Kind: EventRevoked, Client: client, Lock: lock, At: ts,
+			Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: l.Mode})
 		return s.promote(tx, lock, ts)
 	})
 	if err != nil {
@@ -124,7 +127,8 @@ func (s *Service) Inspect(ctx context.Context, ts int64, req lk.InspectRequest) 
 }
 
 // Status returns client's age, leases by lock name and the lock it waits for
-// (D6); an unregistered client has age 0 and nothing else.
+// (D6); an unregistered client has age 0 and nothing else. With a Limit or
+// an After, the leases are a page of them (read.go).
 func (s *Service) Status(ctx context.Context, ts int64, req lk.StatusRequest) (lk.StatusResult, error) {
 	var out lk.StatusResult
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
@@ -132,7 +136,11 @@ func (s *Service) Status(ctx context.Context, ts int64, req lk.StatusRequest) (l
 			return err
 		}
 		var err error
-		out, err = repo.ClientView(tx, req.Client, !req.WithoutPosition)
+		if req.Limit != 0 || req.After != "" {
+			out, err = statusPage(tx, req, ts)
+		} else {
+			out, err = repo.ClientView(tx, req.Client, !req.WithoutPosition)
+		}
 		return err
 	})
 	return out, err

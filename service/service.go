@@ -40,6 +40,10 @@ type Service struct {
 	// onCommit receives them after it commits.
 	events   []Event
 	onCommit func([]Event)
+	// onPrepare and onPrepareFailed write the events ahead of the commit
+	// (OnPrepare).
+	onPrepare       func([]Event)
+	onPrepareFailed func(error)
 	// group is the open transaction of Group, nil outside one; groupStart
 	// is the in-memory state to restore if its commit fails.
 	group      *repo.Tx
@@ -64,11 +68,16 @@ type Service struct {
 	peers  bool
 	dbNow  float64
 	origin string // tells this process's notifications from the others'
+
+	quota StoreQuota // what Write lets a lock's store hold
 }
 
 // Options configure Open.
 type Options struct {
 	repo.Options
+	// StoreQuota bounds the fenced store per lock (quota.go); the zero
+	// value, the contract's, bounds nothing.
+	StoreQuota StoreQuota
 }
 
 // Open opens the service on the database at path: a SQLite file,
@@ -79,7 +88,7 @@ func Open(ctx context.Context, path string, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{db: db, nextExpiry: math.MinInt64, peers: db.HasPeers()}
+	s := &Service{db: db, nextExpiry: math.MinInt64, peers: db.HasPeers(), quota: opts.StoreQuota}
 	if s.peers {
 		s.origin = newOrigin()
 	}

@@ -85,10 +85,10 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []service.Event{
-		{Kind: service.EventGranted, Client: "a", Lock: "L", At: 0, Token: 1, ExpiresAt: 10},
+		{Kind: service.EventGranted, Client: "a", Lock: "L", At: 0, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
 		{Kind: service.EventQueued, Client: "b", Lock: "L", At: 0, Position: 1},
-		{Kind: service.EventReleased, Client: "a", Lock: "L", At: 1},
-		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 1, Token: 2, ExpiresAt: 11, FromQueue: true, Position: 1},
+		{Kind: service.EventReleased, Client: "a", Lock: "L", At: 1, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
+		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 1, Token: 2, ExpiresAt: 11, FromQueue: true, Position: 1, Mode: lk.Exclusive},
 	}
 	if len(notified) != 1 || !reflect.DeepEqual(notified[0], want) {
 		t.Errorf("events after the commit = %+v, want one batch %+v", notified, want)
@@ -138,9 +138,9 @@ func TestEvents(t *testing.T) {
 	got = nil
 	svc.Status(ctx, 100, lk.StatusRequest{Client: "a"}) // a lapses at 10, b holds [10, 15) and lapses at 15
 	want := []service.Event{
-		{Kind: service.EventLapsed, Client: "a", Lock: "L", At: 10, Token: 1, ExpiresAt: 10},
-		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 10, Token: 2, ExpiresAt: 15, FromQueue: true, Position: 1},
-		{Kind: service.EventLapsed, Client: "b", Lock: "L", At: 15, Token: 2, ExpiresAt: 15},
+		{Kind: service.EventLapsed, Client: "a", Lock: "L", At: 10, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
+		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 10, Token: 2, ExpiresAt: 15, FromQueue: true, Position: 1, Mode: lk.Exclusive},
+		{Kind: service.EventLapsed, Client: "b", Lock: "L", At: 15, Token: 2, ExpiresAt: 15, Mode: lk.Exclusive},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("lapse chain events = %+v\nwant %+v", got, want)
@@ -160,10 +160,25 @@ func TestEvents(t *testing.T) {
 	for i := range got {
 		if got[i].Kind == service.EventAborted {
 			aborted = &got[i]
+			// What the victim lost is named before anything is granted
+			// from it: read in order, the events never show M2 granted
+			// while y still holds it.
+			for _, e := range got[:i] {
+				if e.Kind == service.EventGranted {
+					t.Errorf("grant %+v before the abort that made room for it", e)
+				}
+			}
 		}
 	}
 	if aborted == nil || aborted.Client != "y" || !reflect.DeepEqual(aborted.Cycle, []string{"x", "y"}) {
 		t.Errorf("deadlock events = %+v, want y aborted on the cycle [x y]", got)
+	} else {
+		// y held M2 (token 1) and waited for M1 at position 1; x asked.
+		lost := []lk.Hold{{Lock: "M2", Mode: lk.Exclusive, Token: 1, ExpiresAt: 201}}
+		if aborted.Requester != "x" || !reflect.DeepEqual(aborted.Lost, lost) || aborted.Lock != "M1" ||
+			aborted.Position != 1 || aborted.Mode != lk.Exclusive {
+			t.Errorf("abort event %+v, want requester x, lost %+v, queue entry M1 position 1 exclusive", *aborted, lost)
+		}
 	}
 }
 

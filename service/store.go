@@ -5,32 +5,53 @@ import (
 	"fmt"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
 
 // Write stores value under (lock, key) if token is not lower than the highest
 // token the fenced store accepted for lock (L6), and returns lk.ErrStaleToken,
-// changing nothing, otherwise. The store never looks at leases.
+// changing nothing, otherwise. The store never looks at leases. Beyond the
+// service's StoreQuota (none in the contract), it returns lk.ErrQuotaExceeded
+// and changes nothing either; a stale token is reported first.
 func (s *Service) Write(ctx context.Context, ts int64, req lk.WriteRequest) (lk.WriteResult, error) {
 	lock, token := req.Lock, req.Token
+	var refused error // not the transaction's error: the time advance and the lapses stand
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
 		if err := req.Validate(); err != nil {
 			return err
 		}
-		accepted, err := repo.StoreFenceRaise(tx, lock, token)
-		if err != nil {
-			return err
-		}
-		if !accepted {
-			highest, err := repo.StoreFenceGet(tx, lock)
+		size := int64(len(req.Key) + len(req.Value))
+		if s.quota.bounded() {
+			// Judged on what the store holds before the write: one read
+			// more, which a replay, without a quota, never pays.
+			st, err := repo.StoreWriteStateGet(tx, lock, req.Key)
 			if err != nil {
 				return err
 			}
-			s.events = append(s.events, Event{Kind: EventStaleWrite, Lock: lock, At: ts, Token: token, Highest: highest})
-			return lk.Errorf(lk.CodeStaleToken, fmt.Sprintf("token %d is lower than %d, the highest accepted for %s", token, highest, lock))
+			if !(st.Fenced && token < st.Highest) {
+				if refused = s.quota.check(lock, st, size); refused != nil {
+					return nil
+				}
+			}
+		}
+		accepted, err := repo.StoreFenceRaise(tx, lock, req.Key, token, size)
+		if err != nil {
+			return err
+		}
+		if !accepted && !failpoint.Enabled(failpoint.AcceptStaleWrite) {
+			st, err := repo.StoreWriteStateGet(tx, lock, req.Key)
+			if err != nil {
+				return err
+			}
+			s.events = append(s.events, Event{Kind: EventStaleWrite, Lock: lock, At: ts, Token: token, Highest: st.Highest})
+			return lk.Errorf(lk.CodeStaleToken, fmt.Sprintf("token %d is lower than %d, the highest accepted for %s", token, st.Highest, lock))
 		}
 		return repo.StoreValuePut(tx, lock, req.Key, req.Value, token, ts)
 	})
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return lk.WriteResult{}, err
 	}

@@ -112,7 +112,9 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	if perr := s.publish(tx); perr != nil {
 		return perr
 	}
+	s.prepared()
 	if cerr := tx.Commit(); cerr != nil {
+		s.commitFailed(cerr)
 		return cerr
 	}
 	done = true
@@ -220,7 +222,10 @@ func (s *Service) closeGroup(commit bool) (err error) {
 			err = s.publish(tx)
 		}
 		if err == nil {
-			err = tx.Commit()
+			s.prepared()
+			if err = tx.Commit(); err != nil {
+				s.commitFailed(err)
+			}
 		}
 	}
 	if !commit || err != nil {

@@ -1,12 +1,14 @@
 // Package telemetry turns what the server does into Prometheus metrics and
-// an audit log. It implements server.Observer: the server tells it about
-// committed events, requests, group commits and refused requests.
+// an audit log. It implements server.Auditor: the server tells it about
+// each transaction's events before the commit (the audit lines, audit.go)
+// and after it (the counters), requests, group commits and refused
+// requests.
 //
 // The audit log is JSON lines through log/slog, one line per grant, lapse
 // (naming the lapsed holder and its token), release, withdrawal, revocation,
-// deadlock abort (with the cycle found), refused stale write and refused
-// request. No bearer token ever reaches it: the server hands over what was
-// asked, never the credentials.
+// deadlock abort (with the cycle found and what the victim lost), refused
+// stale write and refused request. No bearer token ever reaches it: the
+// server hands over what was asked, never the credentials.
 //
 // It is part of leasekeeper's implementation, not meant for import by other
 // modules: its API is not stable. Programs use package leasekeeper's types and
@@ -19,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -27,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -39,29 +43,41 @@ type Counts func(ctx context.Context) (held, waiting int64, err error)
 type Telemetry struct {
 	reg   *prometheus.Registry
 	audit *slog.Logger
-	out   *flushWriter // the audit log's buffer, flushed after each batch
+	out   *flushWriter // the audit log's writer: whatever is written is flushed at once
+	ahead aheadLog     // the lines of transactions, written ahead of their commits (audit.go)
+	// refusals bounds the auth_failure lines: a client without a token
+	// can cause them as fast as it connects.
+	refusals *server.LogLimiter
 
 	grants, authFailures      *prometheus.CounterVec
+	rateLimited               *prometheus.CounterVec // by principal: as few as the auth file has
 	lapses, releases          prometheus.Counter
 	withdrawals, renewals     prometheus.Counter
 	revocations, aborts       prometheus.Counter
-	staleWrites               prometheus.Counter
+	staleWrites, auditErrors  prometheus.Counter
 	requests                  *prometheus.HistogramVec
 	commitSeconds, commitSize prometheus.Histogram
 }
 
-var _ server.Observer = (*Telemetry)(nil)
+var _ server.Auditor = (*Telemetry)(nil)
 
 // New returns telemetry writing the audit log as JSON lines to audit (nil:
 // no audit log), and reading the lock gauges through counts at each scrape.
-// Lines are buffered and written once per committed batch of events (one
-// write per group commit, not one per line); a refused request's line is
-// written at once.
+// A transaction's lines are written at once, in one write, just before it
+// commits (Audit); a refused request's line is written at once too. When
+// audit is a file, New first ends a last line that a kill cut short, and
+// notes the last transaction it holds for Recover to settle; then it writes
+// a "start" line.
 func New(audit io.Writer, counts Counts) *Telemetry {
 	t := &Telemetry{reg: prometheus.NewRegistry()}
 	if audit != nil {
+		t.ahead.start(audit)
 		t.out = &flushWriter{w: bufio.NewWriterSize(audit, 64<<10)}
 		t.audit = slog.New(slog.NewJSONHandler(t.out, nil))
+		t.refusals = server.NewLogLimiter(server.RefusalLogRate, server.RefusalLogBurst, func(n int) {
+			t.log("refusals_suppressed", slog.Int("count", n))
+			t.flush()
+		})
 	}
 	f := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: "leasekeeper_" + name, Help: help})
@@ -72,6 +88,9 @@ func New(audit io.Writer, counts Counts) *Telemetry {
 		Help: "Leases granted, on the spot (source=immediate) or to a waiter (source=queue)."}, []string{"source"})
 	t.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasekeeper_auth_failures_total",
 		Help: "Requests refused by the authorizer, by HTTP status."}, []string{"status"})
+	t.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasekeeper_rate_limited_total",
+		Help: "Requests answered 429 rate_limited: a principal over its rate or its max_waiting (auth file)."}, []string{"principal"})
+	t.reg.MustRegister(t.rateLimited)
 	t.lapses = f("lapses_total", "Leases that ran out (retired at their expiry).")
 	t.releases = f("releases_total", "Leases released by their holder.")
 	t.withdrawals = f("withdrawals_total", "Queued requests withdrawn by a release.")
@@ -79,6 +98,7 @@ func New(audit io.Writer, counts Counts) *Telemetry {
 	t.revocations = f("revocations_total", "Leases ended by an administrator's revoke.")
 	t.aborts = f("deadlock_aborts_total", "Clients aborted as deadlock victims.")
 	t.staleWrites = f("stale_writes_total", "Fenced-store writes refused for a stale token.")
+	t.auditErrors = f("audit_write_errors_total", "Writes of audit lines that failed (the operations went on).")
 	t.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "leasekeeper_request_duration_seconds",
 		Help: "HTTP request latency by operation and status code.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)},
 		[]string{"op", "code"})
@@ -88,6 +108,16 @@ func New(audit io.Writer, counts Counts) *Telemetry {
 		Help: "Operations per group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	t.reg.MustRegister(t.grants, t.authFailures, t.requests, t.commitSeconds, t.commitSize,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Shown at 0 from the start: an alert on its rate needs the series
+	// before the first refusal, and an absent series reads as "not
+	// exported" rather than "none".
+	for _, status := range []int{401, 403} {
+		t.authFailures.WithLabelValues(strconv.Itoa(status))
+	}
+	if t.audit != nil {
+		t.log("start", slog.Int("pid", os.Getpid()), slog.String("version", lk.Version))
+		t.flush()
+	}
 	if counts != nil {
 		gauge := func(name, help string, pick func(held, waiting int64) int64) {
 			t.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_" + name, Help: help},
@@ -112,9 +142,9 @@ func (t *Telemetry) Handler() http.Handler {
 	return promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{})
 }
 
-// Events counts and logs what a committed transaction did.
+// Events counts what a committed transaction did. Its audit lines were
+// written before it committed (Audit, audit.go).
 func (t *Telemetry) Events(events []service.Event) {
-	defer t.flush()
 	for _, e := range events {
 		switch e.Kind {
 		case service.EventGranted:
@@ -123,29 +153,18 @@ func (t *Telemetry) Events(events []service.Event) {
 				source = "queue"
 			}
 			t.grants.WithLabelValues(source).Inc()
-			t.log("grant", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("token", e.Token),
-				slog.Int64("at", e.At), slog.Int64("expires_at", e.ExpiresAt), slog.String("source", source))
 		case service.EventLapsed:
 			t.lapses.Inc()
-			t.log("lapse", slog.String("lock", e.Lock), slog.String("holder", e.Client), slog.Int64("token", e.Token),
-				slog.Int64("at", e.At))
 		case service.EventReleased:
 			t.releases.Inc()
-			t.log("release", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("at", e.At))
 		case service.EventWithdrawn:
 			t.withdrawals.Inc()
-			t.log("withdraw", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("at", e.At))
 		case service.EventRevoked:
 			t.revocations.Inc()
-			t.log("revoke", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("at", e.At))
 		case service.EventAborted:
 			t.aborts.Inc()
-			t.log("deadlock_abort", slog.String("client", e.Client), slog.String("waiting_for", e.Lock),
-				slog.Any("cycle", e.Cycle), slog.Int64("at", e.At))
 		case service.EventStaleWrite:
 			t.staleWrites.Inc()
-			t.log("stale_write", slog.String("lock", e.Lock), slog.Int64("token", e.Token),
-				slog.Int64("highest", e.Highest), slog.Int64("at", e.At))
 		case service.EventRenewed:
 			t.renewals.Inc()
 		}
@@ -166,15 +185,30 @@ func (t *Telemetry) Commit(ops int, d time.Duration) {
 // Denied counts and logs a refused request: what was asked and by whom (the
 // remote address), never the credentials.
 func (t *Telemetry) Denied(r *http.Request, a server.Access, d *server.Denial) {
+	if d.Code == lk.CodeRateLimited {
+		// Not an auth failure, and no audit line each: a principal over
+		// its rate sends many, and the authorizer logs them at a bounded
+		// rate.
+		t.rateLimited.WithLabelValues(d.Principal).Inc()
+		return
+	}
 	status := server.StatusOf(d.Code)
 	t.authFailures.WithLabelValues(strconv.Itoa(status)).Inc()
+	if t.refusals == nil || !t.refusals.Allow() {
+		return
+	}
 	t.log("auth_failure", slog.String("op", a.Op), slog.String("client", a.Client), slog.Int("status", status),
 		slog.String("code", string(d.Code)), slog.String("remote", r.RemoteAddr))
 	t.flush()
 }
 
 // Flush writes out buffered audit lines (at shutdown, say).
-func (t *Telemetry) Flush() error { return t.flush() }
+func (t *Telemetry) Flush() error {
+	if t.refusals != nil {
+		t.refusals.Flush() // the count of refusals left out so far
+	}
+	return t.flush()
+}
 
 func (t *Telemetry) flush() error {
 	if t.out == nil {

@@ -33,6 +33,7 @@ func TestClientCLI(t *testing.T) {
 		{"usage-and-unreachable", testCLIUsage},
 		{"pretty", testCLIPretty},
 		{"locks-pages", testCLILocksPages},
+		{"status-pages", testCLIStatusPages},
 		{"exec-env", testExecEnv},
 		{"exec-keepalive", testExecKeepAlive},
 		{"exec-lost", testExecLost},
@@ -140,10 +141,10 @@ func testCLICommands(t *testing.T, bin string) {
 	expect(t, bin, u, 0, fmt.Sprintf(`{"lock":"exports/daily","holders":[{"client":"etl-a","mode":"exclusive","token":1,"expires_at":%d}],`+
 		`"queue":[{"client":"etl-b","mode":"shared","position":1}]}`, renewed.ExpiresAt), "inspect", "exports/daily")
 	expect(t, bin, u, 0, `{"lock":"nothing","holders":[],"queue":[]}`, "inspect", "nothing")
-	expect(t, bin, u, 0, `{"client":"etl-b","age":2,"holds":[],"waiting":{"lock":"exports/daily","position":1}}`, "status", "etl-b")
-	expect(t, bin, u, 0, fmt.Sprintf(`{"client":"etl-a","age":1,"holds":[{"lock":"exports/daily","mode":"exclusive","token":1,"expires_at":%d}],"waiting":null}`,
+	expect(t, bin, u, 0, `{"client":"etl-b","age":2,"holds":[],"waiting":{"lock":"exports/daily","position":1},"next":null}`, "status", "etl-b")
+	expect(t, bin, u, 0, fmt.Sprintf(`{"client":"etl-a","age":1,"holds":[{"lock":"exports/daily","mode":"exclusive","token":1,"expires_at":%d}],"waiting":null,"next":null}`,
 		renewed.ExpiresAt), "status", "etl-a")
-	expect(t, bin, u, 0, `{"client":"nobody","age":null,"holds":[],"waiting":null}`, "status", "nobody")
+	expect(t, bin, u, 0, `{"client":"nobody","age":null,"holds":[],"waiting":null,"next":null}`, "status", "nobody")
 	expect(t, bin, u, 0, fmt.Sprintf(`{"lock":"exports/daily","holders":[{"client":"etl-a","mode":"exclusive","token":1,"expires_at":%d}],"waiting":1}`,
 		renewed.ExpiresAt), "locks")
 	expect(t, bin, u, 0, `{"outcome":"ok"}`, "write", "exports/daily", "part-1", "rows 1-100", "--token", "1")
@@ -172,7 +173,7 @@ func testCLICommands(t *testing.T, bin string) {
 	expect(t, bin, u, 0, `{"outcome":"granted","token":2,...`, "acquire", "L", "--client", "b", "--ttl", "30", "--wait", "10")
 	// --wait running out: still queued, and left queued as the API says.
 	expect(t, bin, u, 75, `{"outcome":"queued","position":1}`, "acquire", "L", "--client", "c", "--ttl", "30", "--wait", "1")
-	expect(t, bin, u, 0, `{"client":"c","age":5,"holds":[],"waiting":{"lock":"L","position":1}}`, "status", "c")
+	expect(t, bin, u, 0, `{"client":"c","age":5,"holds":[],"waiting":{"lock":"L","position":1},"next":null}`, "status", "c")
 }
 
 // --pretty indents the same JSON objects, error objects and the lines of
@@ -184,7 +185,8 @@ func testCLIPretty(t *testing.T, bin string) {
   "client": "nobody",
   "age": null,
   "holds": [],
-  "waiting": null
+  "waiting": null,
+  "next": null
 }`, "status", "nobody", "--pretty")
 	r := expect(t, bin, u, 0, `{
   "outcome": "granted",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -38,6 +39,7 @@ const (
 	serverEnv     = "LEASEKEEPER_SERVER"
 	defaultServer = "http://127.0.0.1:7070"
 	authTokenEnv  = "LEASEKEEPER_AUTH_TOKEN"
+	caFileEnv     = "LEASEKEEPER_CA_FILE"
 )
 
 // exitStatus asks for an exit status that main does not give (it exits 1 on
@@ -63,7 +65,7 @@ func clientCmd(cmd *cobra.Command, nargs int, run func(cmd *cobra.Command, args 
 	cmd.Flags().Bool("pretty", false, "indent the JSON answer")
 	cmd.Flags().StringVar(&server, "server", "", "the server's URL (default $"+serverEnv+", else "+defaultServer+")")
 	cmd.Flags().StringVar(&authToken, "auth-token", "", "the bearer token for a server with an auth file (default $"+authTokenEnv+"; the environment keeps it out of ps)")
-	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM file of the certificate authorities to trust for an https server, instead of the system's")
+	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM file of the certificate authorities to trust for an https server, instead of the system's (default $"+caFileEnv+")")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	if cmd.Args == nil {
 		cmd.Args = func(_ *cobra.Command, args []string) error {
@@ -93,9 +95,13 @@ func clientCmd(cmd *cobra.Command, nargs int, run func(cmd *cobra.Command, args 
 
 // newClient is the client of a command: the server of serverURL, the bearer
 // token of --auth-token (else $LEASEKEEPER_AUTH_TOKEN), and with --ca-file
-// only the certificate authorities in that file trusted. Never put the token
-// in an error: they are printed.
+// (else $LEASEKEEPER_CA_FILE) only the certificate authorities in that file
+// trusted. Never put the token in an error: they are printed.
 func newClient(server, authToken, caFile string) (*client.Client, error) {
+	fromEnv := caFile == ""
+	if fromEnv {
+		caFile = os.Getenv(caFileEnv)
+	}
 	u := serverURL(server, caFile != "")
 	var opts []client.Option
 	if authToken == "" {
@@ -103,6 +109,11 @@ func newClient(server, authToken, caFile string) (*client.Client, error) {
 	}
 	if authToken != "" {
 		opts = append(opts, client.WithBearerToken(authToken))
+	}
+	if caFile != "" && fromEnv && !strings.HasPrefix(u, "https://") {
+		// The environment may be set for the fleet's https servers while
+		// this command names a plain one: nothing to verify.
+		caFile = ""
 	}
 	if caFile != "" {
 		if !strings.HasPrefix(u, "https://") {
@@ -115,6 +126,22 @@ func newClient(server, authToken, caFile string) (*client.Client, error) {
 		opts = append(opts, client.WithTLSConfig(cfg))
 	}
 	return client.New(u, opts...), nil
+}
+
+// commandCAFile is the CA file that newClient made c trust, as an absolute
+// path, for a command's environment: "" for none.
+func commandCAFile(cmd *cobra.Command, c *client.Client) string {
+	name, _ := cmd.Flags().GetString("ca-file")
+	if name == "" {
+		name = os.Getenv(caFileEnv)
+	}
+	if name == "" || !strings.HasPrefix(c.BaseURL(), "https://") {
+		return ""
+	}
+	if abs, err := filepath.Abs(name); err == nil {
+		name = abs
+	}
+	return name
 }
 
 // serverURL is --server, else $LEASEKEEPER_SERVER, else the default; a bare
@@ -351,14 +378,24 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status CLIENT",
 		Short: "Print what a client holds and waits for",
 		Long: `status prints {"client": CLIENT, "age": n or null, "holds": [{"lock", "mode",
-"token", "expires_at"}, ...], "waiting": {"lock", "position"} or null}; a
-client the server does not know has age null.
+"token", "expires_at"}, ...], "waiting": {"lock", "position"} or null,
+"next": null}; a client the server does not know has age null. It reads the
+server's pages of 100 holds until the last and prints every hold in one
+object; age and waiting are the first page's.
 
 Exit status: 0 answered; 1 an error result; 2 usage; 3 no answer from the server.`,
 	}
 	return clientCmd(cmd, 1, func(cmd *cobra.Command, args []string, c *client.Client) error {
 		res, err := c.Status(cmd.Context(), args[0])
-		return printAnswer(cmd, res, err)
+		for err == nil && res.Next != nil {
+			var page lk.StatusResult
+			page, err = c.StatusPage(cmd.Context(), args[0], *res.Next, 0)
+			res.Holds, res.Next = append(res.Holds, page.Holds...), page.Next
+		}
+		if err != nil {
+			return printAnswer(cmd, nil, err)
+		}
+		return printAnswer(cmd, res, nil)
 	})
 }
 

@@ -45,7 +45,10 @@ import (
 //     and releases themselves (timestamps taken around each request bound when
 //     the server can have acted);
 //   - an acknowledged grant not yet released (and not lapsed) is still held
-//     after the restart, and an acknowledged release is not undone.
+//     after the restart, and an acknowledged release is not undone;
+//   - the audit log of both runs, replayed into the holders of each lock,
+//     has every acknowledged grant and release and no overlap
+//     (crash_audit_test.go).
 //
 // Every client holds at most one lock and waits only while it holds none, so
 // no deadlock or busy answer is expected: any answer other than the ones the
@@ -128,12 +131,13 @@ type crashHolder struct {
 
 func TestCrashRecovery(t *testing.T) {
 	bin := buildBinary(t)
-	db := filepath.Join(t.TempDir(), "crash.db")
+	dir := t.TempDir()
+	db, audit := filepath.Join(dir, "crash.db"), filepath.Join(dir, "audit.jsonl")
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
 	t.Logf("seed %d", seed)
 
-	srv := startCrashServer(t, bin, db)
+	srv := startCrashServer(t, bin, db, "--audit-log", audit)
 	hc := crashHTTPClient(t, &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 64, DisableCompression: true}, 10*time.Second)
 
 	run := &crashRun{}
@@ -179,7 +183,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	c.checkLoad()
 
-	srv2 := startCrashServer(t, bin, db)
+	srv2 := startCrashServer(t, bin, db, "--audit-log", audit)
 	after := crashAPI{hc: hc, base: srv2.base}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -187,6 +191,7 @@ func TestCrashRecovery(t *testing.T) {
 	c.checkStoreAfter(ctx, after)
 	c.clearLocks(ctx, after)
 	c.checkNewGrants(ctx, after)
+	c.checkAudit(audit, 2)
 	c.logTokens()
 	c.finish()
 }

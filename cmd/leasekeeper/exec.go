@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -37,6 +38,14 @@ error are exec's own; its environment has, besides exec's:
   LEASEKEEPER_CLIENT   the client
   LEASEKEEPER_TOKEN    the lease's fencing token, for the fenced store
   LEASEKEEPER_SERVER   the server's URL
+  LEASEKEEPER_CA_FILE  the CA file of --ca-file (or of exec's own environment),
+                       as an absolute path, for an https server
+
+While it waits for the lock, exec prints the client's position in the queue
+on standard error when it changes (every 30 seconds if not). If the acquire
+gets no answer (the server died or restarted during the wait), its request
+may still be queued: exec withdraws it, sending the release again until the
+server answers or --wait plus --ttl has passed, and does not run COMMAND.
 
 If the lease is lost while COMMAND runs (the server refused a renew: released
 from elsewhere, lapsed, or the client was aborted as a deadlock victim; or no
@@ -49,14 +58,15 @@ input.
 
 Exit status:
   COMMAND's own      when it ran and the lease was kept; 128+N if it died of signal N
-  75                 the lock was not obtained: still queued when the wait ran out
-                     (the request is withdrawn)
+  75                 the lock was not obtained: still queued when the wait ran out,
+                     or the acquire got no answer; the request is withdrawn
   76                 the lock was not obtained: aborted as a deadlock victim
   77                 the lease was lost while COMMAND ran
   1                  the lock was not obtained: an error result ("error: client busy", ...),
                      or the request withdrawn from elsewhere during the wait
   2                  usage
-  3                  no answer from the server
+  3                  no answer from the server (when the acquire got none, nor did
+                     the withdraw: the client may stay queued until released)
   126, 127           COMMAND could not be started, or was not found
   128+N              exec received signal N before COMMAND started
 
@@ -82,7 +92,7 @@ Messages about all of these go to standard error.`,
 			return usageError{fmt.Errorf("--grace must be a number of seconds >= 0")}
 		}
 		e := &execution{
-			c: c, lock: args[0], argv: args[1:], opts: opts, grace: g,
+			c: c, lock: args[0], argv: args[1:], opts: opts, grace: g, caFile: commandCAFile(cmd, c),
 			stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
 		}
 		code := e.run()
@@ -100,6 +110,7 @@ type execution struct {
 	argv   []string
 	opts   client.AcquireOptions
 	grace  time.Duration
+	caFile string // the CA file the client trusts, absolute, for the command's environment; "" for none
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -145,23 +156,52 @@ func (e *execution) acquire(sigs <-chan os.Signal) (*client.Lease, int) {
 		l, err := e.c.Acquire(ctx, e.lock, e.opts)
 		done <- result{l, err}
 	}()
+	stopWatching := func() {}
+	if e.opts.Wait > 0 {
+		stopWatching = e.watchPosition()
+	}
 	var r result
 	select {
 	case r = <-done:
+		stopWatching()
 	case sig := <-sigs:
+		stopWatching()
 		cancel() // Acquire withdraws the request
-		if r = <-done; r.lease != nil {
+		select {
+		case r = <-done:
+		case again := <-sigs:
+			// The withdraw waits for a server that does not answer: a
+			// second signal leaves at once, and says what may be left.
+			e.logf("interrupted again by %v while withdrawing the request: %s may stay queued for %q until released (leasekeeper release %s --client %s)",
+				again, e.opts.Client, e.lock, e.lock, e.opts.Client)
+			return nil, 128 + signalNumber(again)
+		}
+		if r.lease != nil {
 			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 			r.lease.Release(rctx)
 			rcancel()
 		}
-		e.logf("interrupted by %v while acquiring %q", sig, e.lock)
+		var unknown *client.UnknownOutcomeError
+		if errors.As(r.err, &unknown) && unknown.WithdrawErr != nil {
+			e.logf("interrupted by %v while acquiring %q: %v", sig, e.lock, unknown)
+		} else {
+			e.logf("interrupted by %v while acquiring %q", sig, e.lock)
+		}
 		return nil, 128 + signalNumber(sig)
 	}
 	var res *client.Error
+	var unknown *client.UnknownOutcomeError
 	switch err := r.err; {
 	case err == nil:
 		return r.lease, 0
+	case errors.As(err, &unknown) && unknown.WithdrawErr == nil:
+		// The server died or failed during the acquire, and then
+		// confirmed the withdraw: not obtained, as if the wait had run out.
+		e.logf("%q not obtained: %v", e.lock, err)
+		return nil, exitQueued
+	case errors.As(err, &unknown):
+		e.logf("no answer from the server: %v", err)
+		return nil, exitNoAnswer
 	case errors.Is(err, client.ErrQueued):
 		e.logf("%q not obtained: %v when the wait ran out", e.lock, err)
 		return nil, exitQueued
@@ -177,6 +217,59 @@ func (e *execution) acquire(sigs <-chan os.Signal) (*client.Lease, int) {
 	}
 }
 
+// When exec reads the client's position in the queue, and how often it
+// repeats a position that has not changed.
+const (
+	positionFirst  = time.Second
+	positionEvery  = 5 * time.Second
+	positionRepeat = 30 * time.Second
+)
+
+// watchPosition prints the client's position in the lock's queue on standard
+// error while the acquire waits, when it changes (and every positionRepeat
+// if not). The server answers a waiting acquire only at the end of its wait,
+// and the client may not ask again meanwhile (client busy), so the position
+// comes from status, read every positionEvery: rarely enough not to weigh on
+// the server or on a principal's request rate. The returned stop returns
+// once nothing more will be printed.
+func (e *execution) watchPosition() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var last int64
+		var printed time.Time
+		timer := time.NewTimer(positionFirst)
+		defer timer.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			timer.Reset(positionEvery)
+			qctx, qcancel := context.WithTimeout(ctx, positionEvery)
+			st, err := e.c.Status(qctx, e.opts.Client)
+			qcancel()
+			var ce *client.Error
+			switch {
+			case errors.As(err, &ce) && ce.Status >= 400 && ce.Status < 500 && ce.Status != http.StatusTooManyRequests:
+				return // refused (a principal without status, say): asking again would not help
+			case err != nil, ctx.Err() != nil, st.Waiting == nil, st.Waiting.Lock != e.lock:
+				continue
+			}
+			if p := st.Waiting.Position; p != last || time.Since(printed) >= positionRepeat {
+				e.logf("waiting for %q: position %d", e.lock, p)
+				last, printed = p, time.Now()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // runCommand runs the command while lease is kept and returns its exit
 // status, or exitLost when the lease was lost meanwhile.
 func (e *execution) runCommand(lease *client.Lease, sigs <-chan os.Signal) int {
@@ -187,6 +280,9 @@ func (e *execution) runCommand(lease *client.Lease, sigs <-chan os.Signal) int {
 		"LEASEKEEPER_TOKEN="+strconv.FormatInt(lease.Token(), 10),
 		"LEASEKEEPER_SERVER="+e.c.BaseURL(),
 	)
+	if e.caFile != "" {
+		cmd.Env = append(cmd.Env, caFileEnv+"="+e.caFile)
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +21,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var dbPath, listen, cpuProfile, auditLog string
 	var sec *securityFlags
+	var conn *connFlags
 	cmd := &cobra.Command{
 		Use:   "serve [--db FILE|URL] [--listen ADDR]",
 		Short: "Serve the lock service over HTTP on a durable SQLite file or PostgreSQL",
@@ -35,8 +35,13 @@ clock, so that servers agree on it.
 
 Time is the server's clock in whole Unix seconds, never running backwards;
 leases are retired at their expiry by a timer, with no request needed.
-SIGTERM or SIGINT stops it gracefully: blocked acquires are answered with
-their current state, requests in flight finish, the database is closed.`,
+SIGTERM or SIGINT stops it gracefully, within about 10 s whatever clients
+do: no request is read any more, blocked acquires are answered with their
+current state, requests already read finish, the database is closed.
+
+Connections are capped (--max-connections) and time out (--idle-timeout,
+--read-timeout, --write-timeout); a request refused before it is judged
+closes its connection (docs/deployment.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cpuProfile != "" {
@@ -46,14 +51,17 @@ their current state, requests in flight finish, the database is closed.`,
 				}
 				defer stop()
 			}
-			return serve(cmd.Context(), cmd, dbPath, listen, auditLog, sec)
+			return serve(cmd.Context(), cmd, dbPath, listen, auditLog, sec, conn)
 		},
 	}
 	sec = addSecurityFlags(cmd)
+	conn = addConnFlags(cmd)
 	cmd.Flags().StringVar(&dbPath, "db", "leasekeeper.db", "SQLite file, or postgres:// URL, holding the lock state")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free one)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the server's run to this file")
 	cmd.Flags().StringVar(&auditLog, "audit-log", "", "append the audit log (JSON lines) to this file instead of standard error")
+	addQuotaFlags(cmd)
+	addReadyFileFlag(cmd)
 	return cmd
 }
 
@@ -70,9 +78,13 @@ func openAudit(cmd *cobra.Command, path string) (io.Writer, func() error, error)
 	return f, f.Close, nil
 }
 
-func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog string, sf *securityFlags) error {
+func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog string, sf *securityFlags, cf *connFlags) error {
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	sec, err := sf.setup(listen, log)
+	if err != nil {
+		return err
+	}
+	conns, err := cf.setup(log)
 	if err != nil {
 		return err
 	}
@@ -84,11 +96,15 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	// FULL: WAL with synchronous=NORMAL survives a killed process but may
 	// lose the last commits on power loss; FULL syncs the WAL at every
 	// commit, so an acknowledged operation is on disk.
-	svc, err := service.Open(ctx, dbPath, service.Options{Options: repo.Options{Synchronous: "FULL"}})
+	svc, err := service.Open(ctx, dbPath, service.Options{Options: repo.Options{Synchronous: "FULL"}, StoreQuota: storeQuota(cmd)})
 	if err != nil {
 		return err
 	}
-	ln, err := sec.listen(listen)
+	if err := logDatabase(ctx, log, dbPath, svc); err != nil {
+		svc.Close()
+		return err
+	}
+	ln, err := sec.listen(listen, conns.Listener)
 	if err != nil {
 		svc.Close()
 		return err
@@ -96,18 +112,22 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	var srv *server.Server
 	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return srv.Counts(ctx) })
 	srv = server.New(svc, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler()})
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := cf.httpServer(srv.Handler(), conns, log)
 	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), displayDB(dbPath))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
+	removeReady, err := writeReadyFile(cmd, ln.Addr())
+	if err != nil {
+		hs.Close()
+		srv.Close()
+		svc.Close()
+		return err
+	}
+	defer removeReady()
 	select {
 	case err = <-served:
 	case <-ctx.Done():
-		log.Info("shutting down")
-		srv.Drain() // blocked acquires answer now
-		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		err = hs.Shutdown(sctx)
-		cancel()
+		err = stopServing(log, hs, srv, conns)
 	}
 	srv.Close()
 	tel.Flush()

@@ -114,8 +114,9 @@ func isLoopbackHost(host string) bool {
 
 // listen listens on addr and, with a certificate, serves TLS on it. Without
 // an auth file or --insecure it checks the address actually bound as well,
-// so that a name that resolved beyond loopback is not served.
-func (s *security) listen(addr string) (net.Listener, error) {
+// so that a name that resolved beyond loopback is not served. limit wraps
+// the TCP listener, under TLS (net/http wants the *tls.Conn).
+func (s *security) listen(addr string, limit func(net.Listener) net.Listener) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageError{err}
@@ -126,6 +127,7 @@ func (s *security) listen(addr string) (net.Listener, error) {
 			return nil, usageError{fmt.Errorf("refusing to serve %s (bound %s) without --auth-file: not a loopback address (pass --insecure to serve it anyway)", addr, ln.Addr())}
 		}
 	}
+	ln = limit(ln)
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
 	}

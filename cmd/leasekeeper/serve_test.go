@@ -132,7 +132,7 @@ func TestServeAuditLogAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(audit, []byte(`"msg":"grant","lock":"L","client":"a","token":1`)) {
+	if !bytes.Contains(audit, []byte(`"msg":"grant","lock":"L","client":"a","mode":"exclusive","token":1`)) {
 		t.Errorf("the audit log lacks the grant:\n%s", audit)
 	}
 }

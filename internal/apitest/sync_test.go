@@ -154,6 +154,7 @@ func TestSchemasMatchTypes(t *testing.T) {
 		{lk.LockSummary{}, "LockSummary", nil},
 		{lk.LocksResult{}, "LocksResult", nil},
 		{lk.HealthResult{}, "HealthResult", nil},
+		{lk.ReadyResult{}, "ReadyResult", nil},
 
 		// wait is the HTTP API's, not the contract's: AcquireRequest has no
 		// field for it.
@@ -369,9 +370,9 @@ func TestDocumentRules(t *testing.T) {
 				}
 			}
 			sec, has := op["security"].([]any)
-			open := path == "/v1/health" || path == "/v1/openapi.json"
+			open := path == "/v1/health" || path == "/v1/ready" || path == "/v1/openapi.json"
 			if open != (has && len(sec) == 0) {
-				t.Errorf("%s %s: security %v; want [] on health and openapi.json only", method, path, op["security"])
+				t.Errorf("%s %s: security %v; want [] on health, ready and openapi.json only", method, path, op["security"])
 			}
 		}
 	}

@@ -35,6 +35,7 @@ func All(f float64) []Scenario {
 		LapseChains(n(3000)),
 		History(n(10000), 100),
 		History(n(10000), n(10000)),
+		OneClient(n(20000), n(3000)),
 	}
 	for i := range all {
 		all[i].Setup, all[i].Ops = decoded(all[i].Setup), decoded(all[i].Ops)
@@ -73,11 +74,22 @@ func rep(ts int64, count, step int, tmpl ...any) []any {
 // status, and the successors' releases. prefix keeps its names apart from
 // other scenarios' rows.
 func workload(t int64, locks int, prefix string) []any {
+	return workloadHeldBy(t, locks, prefix, "")
+}
+
+// workloadHeldBy is workload with holder, when not "", as the first holder
+// of every lock in place of a client per lock: the same operations in the
+// same order, with the same results but for the holder's name.
+func workloadHeldBy(t int64, locks int, prefix, holder string) []any {
 	l := fmt.Sprintf("%sL{i%%%d}", prefix, locks)
 	succ := fmt.Sprintf("%sjob{i+%d}", prefix, locks)
 	job := prefix + "job{i}"
-	return []any{
-		rep(t+0, 2*locks, 0, "acquire", job, l, 300),
+	acquires := []any{rep(t+0, 2*locks, 0, "acquire", job, l, 300)}
+	if holder != "" {
+		job = holder
+		acquires = []any{rep(t+0, locks, 0, "acquire", holder, l, 300), rep(t+0, locks, 0, "acquire", succ, l, 300)}
+	}
+	return append(acquires,
 		rep(t+1, locks, 0, "renew", job, l, 300),
 		rep(t+2, locks, 0, "write", l, "part{i%5}", "rows {i}", 1),
 		rep(t+3, 2*locks/3, 0, "inspect", l),
@@ -86,7 +98,7 @@ func workload(t int64, locks int, prefix string) []any {
 		rep(t+6, locks/3, 0, "status", succ),
 		rep(t+7, locks, 0, "release", succ, l),
 		rep(t+8, locks/3, 0, "read", l, "part{i%5}"),
-	}
+	)
 }
 
 // ManyLocks is scenario 1: thousands of locks and clients acquiring,
@@ -212,6 +224,21 @@ func History(leases, locks int) Scenario {
 	return Scenario{Name: fmt.Sprintf("6-history-%d-locks", locks),
 		About: fmt.Sprintf("workload after %d lapsed leases over %d locks", leases, locks),
 		Setup: setup, Ops: workload(1_000_001, 3000, "")}
+}
+
+// OneClient is scenario 7: one client holding tens of thousands of locks.
+// "big" takes `held` locks (setup) and keeps them throughout, then runs
+// scenario 1's workload over `locks` locks as the first holder of every one
+// of them: its acquires, renews and releases, the successors' queued
+// acquires, the hand-overs, writes, inspects and status. Each operation
+// should cost what the same operation costs in scenario 1, where every
+// holder is a client of its own: nothing an operation does may read the
+// holder's other leases.
+func OneClient(held, locks int) Scenario {
+	setup := []any{rep(0, held, 0, "acquire", "big", "B{i}", 86400)}
+	return Scenario{Name: "7-one-client-many-locks",
+		About: fmt.Sprintf("scenario 1's workload (%d locks) with one client holding all of them and %d more", locks, held),
+		Setup: setup, Ops: workloadHeldBy(1, locks, "", "big")}
 }
 
 // Count returns how many operations ops runs, counting each repeat's runs.

@@ -1,0 +1,161 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	e2e.RemoveBinary()
+	os.Exit(code)
+}
+
+// checkTimeout bounds porcupine's search; a search that does not end in
+// time fails the test (Verify).
+const checkTimeout = time.Minute
+
+// killsAt returns n moments in the middle of a run of length d, at random
+// but in order and apart, for kill -9s.
+func killsAt(rng *rand.Rand, n int, d time.Duration) []time.Duration {
+	var out []time.Duration
+	slot := d * 6 / 10 / time.Duration(n)
+	for i := range n {
+		out = append(out, d*2/10+time.Duration(i)*slot+time.Duration(rng.Int64N(int64(slot/2))))
+	}
+	return out
+}
+
+// TestKillRestart is the crash scenario on SQLite: eight workers on four
+// locks for ten seconds while the server is killed with SIGKILL twice, at
+// random moments, and started again on the same file. Every invariant
+// check and porcupine must pass: nothing acknowledged is lost or
+// contradicted across the crashes.
+func TestKillRestart(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	h := e2e.NewHistory()
+	c := e2e.Start(t, e2e.Options{History: h})
+	w := e2e.Workload{Duration: 10 * time.Second, Seed: seed}
+	e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
+	r := e2e.Verify(t, h, checkTimeout)
+	r.RequireOK(t)
+	if r.Faults < 4 {
+		t.Errorf("%d faults recorded, want the two kills and their restarts", r.Faults)
+	}
+}
+
+// TestTwoServersPostgres is the same workload on two servers sharing one
+// PostgreSQL schema, each worker sending its operations to one then the
+// other (a blocked acquire on one is answered by a release on the other),
+// without faults.
+func TestTwoServersPostgres(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	h := e2e.NewHistory()
+	c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2})
+	w := e2e.Workload{Duration: 5 * time.Second, Seed: seed}
+	e2e.Scenario{Workload: w}.Run(t, c, h)
+	e2e.Verify(t, h, checkTimeout).RequireOK(t)
+}
+
+// TestKillEachPostgres: two servers on one PostgreSQL schema, each killed
+// with SIGKILL once, at random moments, and started again, while the
+// workload goes on through both.
+func TestKillEachPostgres(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	h := e2e.NewHistory()
+	c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2})
+	w := e2e.Workload{Duration: 8 * time.Second, Seed: seed}
+	e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
+	e2e.Verify(t, h, checkTimeout).RequireOK(t)
+}
+
+// TestFailpointsOnlyWithTag: the binary holds failpoints exactly when built
+// with the tag: without it, not one symbol of package failpoint nor one
+// failpoint's name is in it. (Binary builds with the tag when this test
+// was built with it.)
+func TestFailpointsOnlyWithTag(t *testing.T) {
+	bin := e2e.Binary(t)
+	out, err := exec.Command("go", "tool", "nm", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool nm: %v\n%s", err, out)
+	}
+	symbols := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "internal/failpoint.") {
+			symbols++
+		}
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, name := range failpoint.All {
+		if bytes.Contains(b, []byte(name)) {
+			names = append(names, name)
+		}
+	}
+	t.Logf("built with failpoints: %v; %d symbols of package failpoint, failpoint names %v", failpoint.Compiled, symbols, names)
+	if failpoint.Compiled != (symbols > 0) || failpoint.Compiled != (len(names) == len(failpoint.All)) {
+		t.Errorf("built with failpoints: %v, but the binary has %d symbols of package failpoint and the names %v", failpoint.Compiled, symbols, names)
+	}
+}
+
+// TestCluster: the harness's own moves on one server: ready after Start,
+// not ready while paused (SIGSTOP) and ready again after SIGCONT, the same
+// address after a kill and a start, gone after a graceful Stop, and every
+// move noted in the history.
+func TestCluster(t *testing.T) {
+	h := e2e.NewHistory()
+	c := e2e.Start(t, e2e.Options{History: h})
+	s := c.Servers[0]
+	ready := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return s.Ready(ctx)
+	}
+	if !ready() {
+		t.Fatal("not ready after Start")
+	}
+	url := s.URL()
+	s.Pause()
+	if ready() {
+		t.Error("ready while paused")
+	}
+	s.Resume()
+	if !ready() {
+		t.Error("not ready after Resume")
+	}
+	s.Restart()
+	if !ready() || s.URL() != url {
+		t.Errorf("after Restart: ready %v, URL %s (was %s)", ready(), s.URL(), url)
+	}
+	s.Stop()
+	if s.Pid() != 0 || ready() {
+		t.Error("still there after Stop")
+	}
+	var kinds []string
+	for _, f := range h.Faults() {
+		kinds = append(kinds, f.Kind)
+	}
+	if got, want := strings.Join(kinds, " "), "start pause resume kill start stop"; got != want {
+		t.Errorf("faults noted: %s, want %s", got, want)
+	}
+	if logs := s.Logs(); len(logs) != 2 {
+		t.Errorf("logs %v, want one per start", logs)
+	}
+}

@@ -1,0 +1,372 @@
+package e2e
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/client"
+)
+
+// Kind is an operation of the API that the recording client sends.
+type Kind string
+
+const (
+	Acquire Kind = "acquire"
+	Renew   Kind = "renew"
+	Release Kind = "release"
+	Write   Kind = "write"
+	Read    Kind = "read"
+)
+
+// Input is an operation as sent.
+type Input struct {
+	Kind Kind `json:"kind"`
+	// Client is the client id that acquires, renews or releases; for a
+	// write or a read, which name none in the API, the client id whose
+	// work it is (the models use it to keep a client's operations in
+	// order; it is not sent).
+	Client string  `json:"client,omitempty"`
+	Lock   string  `json:"lock"`
+	TTL    int64   `json:"ttl,omitempty"`
+	Mode   lk.Mode `json:"mode,omitempty"`
+	Wait   int64   `json:"wait,omitempty"` // acquire: seconds the server may hold the request
+	Key    string  `json:"key,omitempty"`
+	Value  string  `json:"value,omitempty"`
+	Token  int64   `json:"token,omitempty"`
+	// Final marks a read made after the workload, with every server up and
+	// nothing else running: what the store kept (CheckInvariants).
+	Final bool `json:"final,omitempty"`
+}
+
+// Output is an operation's outcome as the client saw it.
+type Output struct {
+	// Unknown: no answer (a timeout, a connection reset) or a 5xx answer;
+	// the operation may or may not have happened.
+	Unknown bool `json:"unknown,omitempty"`
+	// NotSent: the connection was refused, so no server saw the request
+	// and the operation did not happen. The checks and the model skip it.
+	NotSent bool `json:"not_sent,omitempty"`
+	// Err is the code of an error answer below 500: the operation was
+	// judged and refused (client_busy, not_holder, stale_token, ...).
+	Err       lk.ErrorCode `json:"error,omitempty"`
+	Outcome   lk.Outcome   `json:"outcome,omitempty"`
+	Token     int64        `json:"token,omitempty"`
+	GrantedAt int64        `json:"granted_at,omitempty"`
+	ExpiresAt int64        `json:"expires_at,omitempty"`
+	Position  int64        `json:"position,omitempty"`
+	Value     *string      `json:"value,omitempty"` // read: nil for null
+	// Detail says why an outcome is unknown, or the error's message.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Known reports whether the operation was answered, below 500.
+func (o Output) Known() bool { return !o.Unknown && !o.NotSent }
+
+// Op is one recorded operation. Times are nanoseconds since the history's
+// start, on the monotonic clock.
+type Op struct {
+	ID     int `json:"id"`
+	Worker int `json:"worker"` // the recording client that sent it
+	Server int `json:"server"` // the index of the server it was sent to
+	// Incarnation is the server's start number (1 for its first process)
+	// when the operation was sent.
+	Incarnation int    `json:"incarnation"`
+	Input       Input  `json:"input"`
+	Output      Output `json:"output"`
+	Call        int64  `json:"call"`
+	// Return is when the answer came; for an unknown outcome, when the
+	// client stopped waiting (the operation may take effect later still:
+	// the checkers treat its return as never).
+	Return int64 `json:"return"`
+}
+
+// Fault is something done to a server: kill, stop, start, pause, resume.
+type Fault struct {
+	At          int64  `json:"at"` // nanoseconds since the history's start
+	Kind        string `json:"fault"`
+	Server      int    `json:"server"`
+	Incarnation int    `json:"incarnation"` // the server's start number it was done to
+	// Settled, for a kill, is when everything the killed process started
+	// had taken effect, if ever: the moment it was gone on SQLite (its
+	// commits are its own), a margin later on PostgreSQL (which may still
+	// commit a transaction whose COMMIT it received). An operation sent to
+	// that process with an unknown outcome took effect by then or never.
+	Settled int64 `json:"settled,omitempty"`
+}
+
+// History is what a run recorded: operations and faults. It is safe for
+// concurrent use.
+type History struct {
+	start  time.Time
+	mu     sync.Mutex
+	ops    []Op
+	faults []Fault
+}
+
+// NewHistory starts an empty history; its clock starts now.
+func NewHistory() *History { return &History{start: time.Now()} }
+
+// Now is the time since the history's start, in nanoseconds, on the
+// monotonic clock.
+func (h *History) Now() int64 { return int64(time.Since(h.start)) }
+
+// Wall is the wall-clock time of a history time: for comparing it with the
+// server's times (granted_at, expires_at), which are Unix seconds of the
+// same machine's clock (or of the database's, on the same machine).
+func (h *History) Wall(at int64) time.Time { return h.start.Add(time.Duration(at)) }
+
+// Start is the wall-clock time the history started.
+func (h *History) Start() time.Time { return h.start }
+
+// Fault notes a fault done now to a server's incarnation; settle is how
+// long after now the effects of a killed process may still appear
+// (Fault.Settled).
+func (h *History) Fault(kind string, server, incarnation int, settle time.Duration) {
+	at := h.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.faults = append(h.faults, Fault{At: at, Kind: kind, Server: server, Incarnation: incarnation, Settled: at + int64(settle)})
+}
+
+func (h *History) add(op Op) Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	op.ID = len(h.ops)
+	h.ops = append(h.ops, op)
+	return op
+}
+
+// Ops returns a copy of the operations, in the order they returned.
+func (h *History) Ops() []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.ops)
+}
+
+// Faults returns a copy of the faults, in time order.
+func (h *History) Faults() []Fault {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.faults)
+}
+
+// WriteJSONL writes the history as JSON lines, for reading a failed run: a
+// first line with the start's wall-clock time, then the operations and
+// faults by time (an operation at its call).
+func (h *History) WriteJSONL(w io.Writer) error {
+	ops, faults := h.Ops(), h.Faults()
+	type line struct {
+		at int64
+		v  any
+	}
+	var lines []line
+	for _, op := range ops {
+		lines = append(lines, line{op.Call, op})
+	}
+	for _, f := range faults {
+		lines = append(lines, line{f.At, f})
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return cmp.Compare(a.at, b.at) })
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(map[string]any{"start": h.start.Format(time.RFC3339Nano), "ops": len(ops), "faults": len(faults)}); err != nil {
+		return err
+	}
+	for _, l := range lines {
+		if err := enc.Encode(l.v); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// Save writes the history to path as JSON lines (WriteJSONL).
+func (h *History) Save(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := h.WriteJSONL(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Endpoint is a server as an operation is sent to it.
+type Endpoint struct {
+	Server      int    // its index
+	Incarnation int    // its start number
+	URL         string // its base URL
+}
+
+// Target picks the server an operation goes to.
+type Target func() Endpoint
+
+// Client is a recording client: it sends each operation through the
+// project's Go client (package client) to the server Target picks, and
+// records it in the History. It is safe for concurrent use, though a
+// worker is meant to send one operation at a time.
+type Client struct {
+	h      *History
+	worker int
+	target Target
+	hc     *http.Client
+	// Timeout bounds each operation beyond its wait; past it the outcome
+	// is unknown.
+	Timeout time.Duration
+}
+
+// NewClient returns a recording client for worker, recording into h.
+func NewClient(h *History, worker int, target Target, hc *http.Client) *Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{h: h, worker: worker, target: target, hc: hc, Timeout: 10 * time.Second}
+}
+
+// HTTPClient returns an HTTP client for recording clients: its own
+// connection pool, large enough for many workers on one server, and no
+// timeout of its own (each operation has its context's).
+func HTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	return &http.Client{Transport: t}
+}
+
+// do runs one operation: send sends it with the Go client and fills out.
+func (c *Client) do(ctx context.Context, in Input, send func(ctx context.Context, cl *client.Client) (Output, error)) Op {
+	ep := c.target()
+	cl := client.New(ep.URL, client.WithHTTPClient(c.hc), client.WithRateLimitWait(0))
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout+time.Duration(in.Wait)*time.Second)
+	defer cancel()
+	op := Op{Worker: c.worker, Server: ep.Server, Incarnation: ep.Incarnation, Input: in, Call: c.h.Now()}
+	out, err := send(ctx, cl)
+	op.Return = c.h.Now()
+	var e *client.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &e) && e.Status != 0 && e.Status < 500:
+		out = Output{Err: e.Code, Detail: e.Message}
+		if e.Code == "" {
+			// Not the API's answer (a proxy's?): nothing known.
+			out = Output{Unknown: true, Detail: err.Error()}
+		}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		out = Output{NotSent: true, Detail: err.Error()}
+	default:
+		out = Output{Unknown: true, Detail: err.Error()}
+	}
+	op.Output = out
+	return c.h.add(op)
+}
+
+// Acquire sends an acquire of lock by client, with ttl and wait in seconds.
+func (c *Client) Acquire(ctx context.Context, clientID, lock string, ttl int64, mode lk.Mode, wait int64) Op {
+	in := Input{Kind: Acquire, Client: clientID, Lock: lock, TTL: ttl, Mode: mode, Wait: wait}
+	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
+		res, err := cl.AcquireOnce(ctx, lock, client.AcquireOptions{Client: clientID, TTL: time.Duration(ttl) * time.Second,
+			Shared: mode == lk.Shared, Wait: time.Duration(wait) * time.Second})
+		return Output{Outcome: res.Outcome, Token: res.Token, GrantedAt: res.GrantedAt, ExpiresAt: res.ExpiresAt, Position: res.Position}, err
+	})
+}
+
+// Renew sends a renew of client's lease on lock for ttl seconds.
+func (c *Client) Renew(ctx context.Context, clientID, lock string, ttl int64) Op {
+	in := Input{Kind: Renew, Client: clientID, Lock: lock, TTL: ttl}
+	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
+		res, err := cl.Renew(ctx, clientID, lock, time.Duration(ttl)*time.Second)
+		return Output{Outcome: res.Outcome, Token: res.Token, GrantedAt: res.GrantedAt, ExpiresAt: res.ExpiresAt}, err
+	})
+}
+
+// Release sends a release of lock by client.
+func (c *Client) Release(ctx context.Context, clientID, lock string) Op {
+	in := Input{Kind: Release, Client: clientID, Lock: lock}
+	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
+		res, err := cl.Release(ctx, clientID, lock)
+		return Output{Outcome: res.Outcome}, err
+	})
+}
+
+// Write sends a write to the fenced store, on behalf of client.
+func (c *Client) Write(ctx context.Context, clientID, lock, key, value string, token int64) Op {
+	in := Input{Kind: Write, Client: clientID, Lock: lock, Key: key, Value: value, Token: token}
+	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
+		res, err := cl.Write(ctx, lock, key, value, token)
+		return Output{Outcome: res.Outcome}, err
+	})
+}
+
+// Read sends a read of the fenced store, on behalf of client; final marks
+// a read after the workload (Input.Final).
+func (c *Client) Read(ctx context.Context, clientID, lock, key string, final bool) Op {
+	in := Input{Kind: Read, Client: clientID, Lock: lock, Key: key, Final: final}
+	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
+		res, err := cl.Read(ctx, lock, key)
+		return Output{Value: res.Value, Token: res.Token}, err
+	})
+}
+
+// String is an operation in one line, for messages.
+func (op Op) String() string {
+	in, out := op.Input, op.Output
+	var s string
+	switch in.Kind {
+	case Acquire:
+		s = fmt.Sprintf("acquire(%s, %s, ttl %d, %s, wait %d)", in.Client, in.Lock, in.TTL, in.Mode, in.Wait)
+	case Renew:
+		s = fmt.Sprintf("renew(%s, %s, ttl %d)", in.Client, in.Lock, in.TTL)
+	case Release:
+		s = fmt.Sprintf("release(%s, %s)", in.Client, in.Lock)
+	case Write:
+		s = fmt.Sprintf("write(%s, %s=%q, token %d) by %s", in.Lock, in.Key, in.Value, in.Token, in.Client)
+	case Read:
+		s = fmt.Sprintf("read(%s, %s)", in.Lock, in.Key)
+		if in.Final {
+			s = "final " + s
+		}
+	}
+	return fmt.Sprintf("#%d %s -> %s [%s, %s] server %d", op.ID, s, out, ms(op.Call), msReturn(op), op.Server)
+}
+
+func (o Output) String() string {
+	switch {
+	case o.Unknown:
+		return "unknown (" + o.Detail + ")"
+	case o.NotSent:
+		return "not sent (" + o.Detail + ")"
+	case o.Err != "":
+		return "error " + string(o.Err)
+	case o.Outcome == lk.Granted || o.Outcome == lk.Renewed:
+		return fmt.Sprintf("%s token %d [%d, %d)", o.Outcome, o.Token, o.GrantedAt, o.ExpiresAt)
+	case o.Outcome == lk.Queued:
+		return fmt.Sprintf("queued at %d", o.Position)
+	case o.Outcome != "":
+		return string(o.Outcome)
+	case o.Value == nil:
+		return "null"
+	}
+	return fmt.Sprintf("%q token %d", *o.Value, o.Token)
+}
+
+func ms(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }
+
+func msReturn(op Op) string {
+	if op.Output.Unknown {
+		return "?"
+	}
+	return ms(op.Return)
+}

@@ -1,0 +1,37 @@
+// Package failpoint plants faults in the server for the robustness tests
+// (internal/e2e, docs/robustness.md): each failpoint is a named wrong
+// behaviour, off unless the process was started with its name in the
+// environment variable LEASEKEEPER_FAILPOINTS (names separated by commas).
+//
+// Failpoints exist only in a binary built with the build tag "failpoints"
+// (go build -tags failpoints). Without it, Enabled and First are constant
+// false: the compiler drops every branch they guard, and the normal binary
+// holds no trace of them (TestNoFailpointsWithoutTag checks with go tool
+// nm). etcd's gofail rewrites the source to the same end; a build tag is
+// simpler and leaves the source as it is read.
+//
+// The failpoints, and where they act:
+//
+//	accept-stale-write  service/store.go: the fenced store accepts a write
+//	                    whose token is lower than the highest it accepted
+//	reissue-token       service/acquire.go: the first grant on the spot of
+//	                    each lock after the process started hands out the
+//	                    lock's last token again, as a server that lost its
+//	                    counter in a crash would
+//
+// It is test support for this repository: not for import by other modules,
+// and its API is not stable.
+package failpoint
+
+// EnvVar names the environment variable that enables failpoints in a
+// process built with the tag.
+const EnvVar = "LEASEKEEPER_FAILPOINTS"
+
+// The failpoints' names.
+const (
+	AcceptStaleWrite = "accept-stale-write"
+	ReissueToken     = "reissue-token"
+)
+
+// All lists every failpoint, for the tests that plant each in turn.
+var All = []string{AcceptStaleWrite, ReissueToken}
