@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
@@ -308,34 +307,9 @@ func LocksLive(tx *Tx, prefix, after string, limit int, now int64) (page []lk.Lo
 	if prefix > after {
 		from, q = prefix, qLocksLiveFrom
 	}
-	var rows []struct {
-		Lock      string         `db:"lock"`
-		Waiting   int64          `db:"waiting"`
-		Unsettled bool           `db:"unsettled"`
-		Client    sql.NullString `db:"client"`
-		Mode      sql.NullString `db:"mode"`
-		Token     sql.NullInt64  `db:"token"`
-		ExpiresAt sql.NullInt64  `db:"expires_at"`
-	}
+	var rows []lockRow
 	err = tx.selectAll(&rows, q, from, limit+1, now)
-	for _, r := range rows {
-		if !strings.HasPrefix(r.Lock, prefix) {
-			break
-		}
-		if len(page) == 0 || page[len(page)-1].Lock != r.Lock {
-			if len(page) == limit {
-				more = true
-				break
-			}
-			page = append(page, lk.LockSummary{Lock: r.Lock, Holders: []lk.Holder{}, Waiting: r.Waiting})
-			unsettled = unsettled || r.Unsettled
-		}
-		if r.Client.Valid {
-			last := &page[len(page)-1]
-			last.Holders = append(last.Holders, lk.Holder{Client: r.Client.String, Mode: lk.Mode(r.Mode.String),
-				Token: r.Token.Int64, ExpiresAt: r.ExpiresAt.Int64})
-		}
-	}
+	page, more, unsettled = lockPage(rows, prefix, limit)
 	return page, more, unsettled, err
 }
 

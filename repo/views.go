@@ -148,25 +148,38 @@ func LocksActive(tx *Tx, prefix, after string, limit int) (page []lk.LockSummary
 	if prefix > after {
 		from, q = prefix, qLocksActiveFrom
 	}
-	var rows []struct {
-		Lock      string         `db:"lock"`
-		Waiting   int64          `db:"waiting"`
-		Client    sql.NullString `db:"client"`
-		Mode      sql.NullString `db:"mode"`
-		Token     sql.NullInt64  `db:"token"`
-		ExpiresAt sql.NullInt64  `db:"expires_at"`
-	}
+	var rows []lockRow
 	err = tx.selectAll(&rows, q, from, limit+1)
+	page, more, _ = lockPage(rows, prefix, limit)
+	return page, more, err
+}
+
+// lockRow is a row of a locks page: a lock, and one of its holders when it
+// has any. Unsettled is read by LocksLive only.
+type lockRow struct {
+	Lock      string         `db:"lock"`
+	Waiting   int64          `db:"waiting"`
+	Unsettled bool           `db:"unsettled"`
+	Client    sql.NullString `db:"client"`
+	Mode      sql.NullString `db:"mode"`
+	Token     sql.NullInt64  `db:"token"`
+	ExpiresAt sql.NullInt64  `db:"expires_at"`
+}
+
+// lockPage gathers rows, by lock then token, into at most limit locks
+// whose names start with prefix: more is true when a lock was left for the
+// next page, unsettled when a lock of the page is.
+func lockPage(rows []lockRow, prefix string, limit int) (page []lk.LockSummary, more, unsettled bool) {
 	for _, r := range rows {
 		if !strings.HasPrefix(r.Lock, prefix) {
 			break
 		}
 		if len(page) == 0 || page[len(page)-1].Lock != r.Lock {
 			if len(page) == limit {
-				more = true
-				break
+				return page, true, unsettled
 			}
 			page = append(page, lk.LockSummary{Lock: r.Lock, Holders: []lk.Holder{}, Waiting: r.Waiting})
+			unsettled = unsettled || r.Unsettled
 		}
 		if r.Client.Valid {
 			last := &page[len(page)-1]
@@ -174,7 +187,7 @@ func LocksActive(tx *Tx, prefix, after string, limit int) (page []lk.LockSummary
 				Token: r.Token.Int64, ExpiresAt: r.ExpiresAt.Int64})
 		}
 	}
-	return page, more, err
+	return page, false, unsettled
 }
 
 var qLocksCounts = shared("LocksCounts",
