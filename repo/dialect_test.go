@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
 
 // TestEveryStatementPrepares prepares every registered statement, as each
@@ -14,48 +12,35 @@ import (
 // here rather than in the first operation that runs it.
 func TestEveryStatementPrepares(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []struct {
-		name string
-		dsn  func(testing.TB) string
-	}{
-		{"sqlite", func(testing.TB) string { return MemoryPath }},
-		{"postgres", pgtest.DSN},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			d, err := Open(ctx, c.dsn(t), Options{})
+	onEachDatabase(t, func(t *testing.T, name string, d *DB) {
+		if d.dialect.String() != name {
+			t.Fatalf("Open chose the %s dialect", d.dialect)
+		}
+		prepare := func(name, text string) {
+			t.Helper()
+			s, err := d.conn.PrepareContext(ctx, text)
 			if err != nil {
-				t.Fatal(err)
+				t.Errorf("statement %s does not prepare on %s: %v\n%s", name, name, err, text)
+				return
 			}
-			defer d.Close()
-			if d.dialect.String() != c.name {
-				t.Fatalf("Open chose the %s dialect", d.dialect)
+			s.Close()
+		}
+		n := 0
+		for i, text := range d.texts {
+			if text != "" {
+				prepare(registry[i].name, text)
+				n++
 			}
-			prepare := func(name, text string) {
-				t.Helper()
-				s, err := d.conn.PrepareContext(ctx, text)
-				if err != nil {
-					t.Errorf("statement %s does not prepare on %s: %v\n%s", name, c.name, err, text)
-					return
-				}
-				s.Close()
-			}
-			n := 0
-			for i, text := range d.texts {
-				if text != "" {
-					prepare(registry[i].name, text)
-					n++
-				}
-			}
-			if d.postgres() {
-				// LISTEN is not registered (its channel is an identifier):
-				// the channel of this schema, one with a quote, one hashed for length.
-				prepare("Listen", d.dialect.listen(d.channel))
-				prepare("Listen.quoted", d.dialect.listen(notifyChannel(`we"ird?`)))
-				prepare("Listen.long", d.dialect.listen(notifyChannel(strings.Repeat("s", 60))))
-			}
-			t.Logf("%d of %d registered statements prepared on %s", n, len(registry), c.name)
-		})
-	}
+		}
+		if d.postgres() {
+			// LISTEN is not registered (its channel is an identifier):
+			// the channel of this schema, one with a quote, one hashed for length.
+			prepare("Listen", d.dialect.listen(d.channel))
+			prepare("Listen.quoted", d.dialect.listen(notifyChannel(`we"ird?`)))
+			prepare("Listen.long", d.dialect.listen(notifyChannel(strings.Repeat("s", 60))))
+		}
+		t.Logf("%d of %d registered statements prepared on %s", n, len(registry), name)
+	})
 }
 
 // TestEveryStatementHasADialect: a statement that no dialect gives is dead

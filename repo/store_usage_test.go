@@ -105,62 +105,49 @@ func TestStoreUsageMigration(t *testing.T) {
 // shorter, multi-byte text and stale tokens that change nothing.
 func TestStoreUsageCounted(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []struct {
-		name string
-		dsn  func(testing.TB) string
-	}{
-		{"sqlite", func(testing.TB) string { return MemoryPath }},
-		{"postgres", pgtest.DSN},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			d, err := Open(ctx, c.dsn(t), Options{})
+	onEachDatabase(t, func(t *testing.T, name string, d *DB) {
+		tx, err := d.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		rng := rand.New(rand.NewPCG(12, 34))
+		values := []string{"v", "value", "été", strings.Repeat("x", 300), "日本語のテキスト"}
+		for i := range 2000 {
+			lock := fmt.Sprintf("L%d", rng.IntN(7))
+			key := fmt.Sprintf("k%d", rng.IntN(20))
+			value := values[rng.IntN(len(values))]
+			token := int64(1 + rng.IntN(i/100+1)) // rising, with stale ones among them
+			ok, err := StoreFenceRaise(tx, lock, key, token, int64(len(key)+len(value)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer d.Close()
-			tx, err := d.Begin(ctx)
+			if ok {
+				if err := StoreValuePut(tx, lock, key, value, token, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var counted []struct {
+			Lock  string `db:"lock"`
+			Keys  int64  `db:"keys"`
+			Bytes int64  `db:"bytes"`
+		}
+		if err := d.conn.SelectContext(ctx, &counted, `SELECT lock, count(*) AS keys,
+			sum(octet_length(key) + octet_length(value)) AS bytes FROM store_values GROUP BY lock`); err != nil {
+			t.Fatal(err)
+		}
+		if len(counted) != 7 {
+			t.Fatalf("%d locks written, want 7", len(counted))
+		}
+		for _, w := range counted {
+			st, err := StoreWriteStateGet(tx, w.Lock, "none")
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer tx.Rollback()
-			rng := rand.New(rand.NewPCG(12, 34))
-			values := []string{"v", "value", "été", strings.Repeat("x", 300), "日本語のテキスト"}
-			for i := range 2000 {
-				lock := fmt.Sprintf("L%d", rng.IntN(7))
-				key := fmt.Sprintf("k%d", rng.IntN(20))
-				value := values[rng.IntN(len(values))]
-				token := int64(1 + rng.IntN(i/100+1)) // rising, with stale ones among them
-				ok, err := StoreFenceRaise(tx, lock, key, token, int64(len(key)+len(value)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ok {
-					if err := StoreValuePut(tx, lock, key, value, token, 0); err != nil {
-						t.Fatal(err)
-					}
-				}
+			if st.Keys != w.Keys || st.Bytes != w.Bytes {
+				t.Errorf("%s: kept %d keys, %d bytes; its values are %d keys, %d bytes", w.Lock, st.Keys, st.Bytes, w.Keys, w.Bytes)
 			}
-			var counted []struct {
-				Lock  string `db:"lock"`
-				Keys  int64  `db:"keys"`
-				Bytes int64  `db:"bytes"`
-			}
-			if err := d.conn.SelectContext(ctx, &counted, `SELECT lock, count(*) AS keys,
-				sum(octet_length(key) + octet_length(value)) AS bytes FROM store_values GROUP BY lock`); err != nil {
-				t.Fatal(err)
-			}
-			if len(counted) != 7 {
-				t.Fatalf("%d locks written, want 7", len(counted))
-			}
-			for _, w := range counted {
-				st, err := StoreWriteStateGet(tx, w.Lock, "none")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if st.Keys != w.Keys || st.Bytes != w.Bytes {
-					t.Errorf("%s: kept %d keys, %d bytes; its values are %d keys, %d bytes", w.Lock, st.Keys, st.Bytes, w.Keys, w.Bytes)
-				}
-			}
-		})
-	}
+		}
+	})
 }
