@@ -84,31 +84,14 @@ func startWith(t *testing.T, path string, clock *server.ManualClock, opts server
 // document.
 func (f *fixture) call(method, path string, body any) (int, any) {
 	f.t.Helper()
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			f.t.Fatal(err)
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, f.url+path, rd)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	resp, err := f.hc.Do(req)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		f.t.Fatalf("%s %s: body %q is not JSON: %v", method, path, raw, err)
-	}
-	return resp.StatusCode, v
+	return f.raw(method, path, string(b))
 }
 
 // request turns a contract operation into its HTTP request; ok is false when
