@@ -444,18 +444,18 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	var events <-chan service.Event
+	var news *subscription
 	if wait > 0 {
 		// Subscribe before the acquire so that no grant can slip between.
 		var done func()
-		events, done = s.subscribe(q.Client)
+		news, done = s.subscribe(q.Client, q.Lock)
 		defer done()
 	}
 	res, err := run(s, r.Context(), "acquire", func(ctx context.Context, ts int64) (lk.AcquireResult, error) {
 		return s.svc.Acquire(ctx, ts, q)
 	})
 	if err == nil && wait > 0 && res.Outcome == lk.Queued {
-		res, err = s.await(r.Context(), q.Client, q.Lock, wait, events, res)
+		res, err = s.await(r.Context(), q.Client, q.Lock, wait, news, res)
 	}
 	release()
 	if err != nil {
@@ -467,7 +467,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 
 // await blocks until client, queued for lock, is granted it, aborted or
 // withdrawn, or the wait runs out, and returns the answer.
-func (s *Server) await(ctx context.Context, client, lock string, wait time.Duration, events <-chan service.Event, queued lk.AcquireResult) (lk.AcquireResult, error) {
+func (s *Server) await(ctx context.Context, client, lock string, wait time.Duration, news *subscription, queued lk.AcquireResult) (lk.AcquireResult, error) {
 	granted := func(token, grantedAt, expiresAt int64) lk.AcquireResult {
 		return lk.AcquireResult{Outcome: lk.Granted, Token: token, GrantedAt: grantedAt, ExpiresAt: expiresAt, Victims: queued.Victims}
 	}
@@ -506,13 +506,12 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 	for {
 		var final bool // answer now, queued or not
 		select {
-		case e := <-events:
-			if e.Kind != eventRecheck {
-				if res, ok := decide(e); ok {
-					return res, nil
-				}
-				continue
+		case e := <-news.events:
+			if res, ok := decide(e); ok {
+				return res, nil
 			}
+			continue
+		case <-news.missed:
 		case <-retry:
 			retry = nil
 		case <-timeout:
@@ -522,8 +521,8 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 		case <-ctx.Done():
 			return lk.AcquireResult{}, ctx.Err()
 		}
-		// Read the state: the wait ran out, or (eventRecheck) news from
-		// another server may have been lost. The committer hands a
+		// Read the state: the wait ran out, or (missed) news was dropped
+		// or may have been lost. The committer hands a
 		// group's events over before it answers the group's calls, so
 		// once this one is answered the channel has everything this
 		// server decided so far.
@@ -542,7 +541,7 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 		}
 		for drained := false; !drained; {
 			select {
-			case e := <-events:
+			case e := <-news.events:
 				if res, ok := decide(e); ok {
 					return res, nil
 				}

@@ -75,7 +75,7 @@ type Server struct {
 	offset  atomic.Int64 // nanoseconds
 
 	waitMu  sync.Mutex
-	waiters map[string][]chan service.Event // blocked acquires by client
+	waiters map[string][]*subscription // blocked acquires by client
 
 	actors actors // who last acted as each client id (audit.go)
 }
@@ -87,7 +87,7 @@ type Server struct {
 // for the other servers' events.
 func New(svc *service.Service, opts Options) *Server {
 	s := &Server{svc: svc, clock: opts.Clock, log: opts.Logger, kick: make(chan struct{}, 1),
-		auth: opts.Authorizer, metrics: opts.Metrics, obs: opts.Observer, waiters: map[string][]chan service.Event{}}
+		auth: opts.Authorizer, metrics: opts.Metrics, obs: opts.Observer, waiters: map[string][]*subscription{}}
 	if s.clock == nil {
 		s.clock = realClock{}
 	}
@@ -380,20 +380,13 @@ func (s *Server) listenLoop() {
 	})
 }
 
-// eventRecheck, sent to every blocked acquire, says that events may have
-// been missed: read the state.
-const eventRecheck service.EventKind = 0
-
 // recheck tells every blocked acquire to read its state.
 func (s *Server) recheck() {
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
 	for _, list := range s.waiters {
-		for _, ch := range list {
-			select {
-			case ch <- service.Event{Kind: eventRecheck}:
-			default:
-			}
+		for _, sub := range list {
+			sub.miss()
 		}
 	}
 }
@@ -407,35 +400,56 @@ func (s *Server) dispatch(events []service.Event) {
 	s.wake(events)
 }
 
-// wake hands events to the blocked acquires of their clients.
+// wake hands events to the blocked acquires of their clients, each only
+// the events of the lock it waits for: a client that holds many locks has
+// renewals and lapses of the others, which would fill its channel.
 func (s *Server) wake(events []service.Event) {
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
 	for _, e := range events {
-		for _, ch := range s.waiters[e.Client] {
+		for _, sub := range s.waiters[e.Client] {
+			if e.Lock != sub.lock {
+				continue
+			}
 			select {
-			case ch <- e:
+			case sub.events <- e:
 			default:
+				sub.miss() // dropped: the wait reads the state instead
 			}
 		}
 	}
 }
 
-// subscribe registers a blocked acquire of client; the returned function
-// unregisters it.
-func (s *Server) subscribe(client string) (<-chan service.Event, func()) {
-	// Room for a wait's few events and some of an earlier wait's; an event
-	// that finds it full is dropped, and the wait ends by reading the state.
-	ch := make(chan service.Event, 16)
+// subscription is a blocked acquire's news: the events of its client on its
+// lock, and missed, which says that some were dropped or may have been
+// lost (another server's, a failed group) and the state must be read.
+type subscription struct {
+	lock   string
+	events chan service.Event
+	missed chan struct{}
+}
+
+func (sub *subscription) miss() {
+	select {
+	case sub.missed <- struct{}{}:
+	default: // already pending
+	}
+}
+
+// subscribe registers a blocked acquire of client for lock; the returned
+// function unregisters it.
+func (s *Server) subscribe(client, lock string) (*subscription, func()) {
+	// Room for a wait's few events and some of an earlier wait's.
+	sub := &subscription{lock: lock, events: make(chan service.Event, 16), missed: make(chan struct{}, 1)}
 	s.waitMu.Lock()
-	s.waiters[client] = append(s.waiters[client], ch)
+	s.waiters[client] = append(s.waiters[client], sub)
 	s.waitMu.Unlock()
-	return ch, func() {
+	return sub, func() {
 		s.waitMu.Lock()
 		defer s.waitMu.Unlock()
 		list := s.waiters[client]
 		for i, c := range list {
-			if c == ch {
+			if c == sub {
 				list = append(list[:i], list[i+1:]...)
 				break
 			}
