@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -172,29 +174,33 @@ func (c *Conns) Open() int {
 func (c *Conns) reclaim() bool {
 	now := time.Now()
 	c.mu.Lock()
-	var idle *connInfo
-	var fresh []*connInfo
+	var idle, fresh []*connInfo
 	for _, info := range c.open {
 		if !info.reading || now.Sub(info.since) <= reclaimAfter {
 			continue
 		}
 		switch info.state {
 		case http.StateIdle:
-			if idle == nil || info.since.Before(idle.since) {
-				idle = info
-			}
+			idle = append(idle, info)
 		case http.StateNew:
 			fresh = append(fresh, info)
 		}
 	}
-	victim := idle
-	if victim == nil {
-		slices.SortFunc(fresh, func(a, b *connInfo) int { return a.since.Compare(b.since) })
-		for _, info := range fresh {
-			if silent(info.raw, now.Sub(info.since)) {
+	// An idle keep-alive connection may already carry the start of its
+	// next request (net/http reads it before the state changes), and a
+	// new one a TLS handshake: only one that has read nothing since its
+	// state began, and has nothing waiting, is cut.
+	var victim *connInfo
+	for _, group := range [][]*connInfo{idle, fresh} {
+		slices.SortFunc(group, func(a, b *connInfo) int { return a.since.Compare(b.since) })
+		for _, info := range group {
+			if quiet(info, now) {
 				victim = info
 				break
 			}
+		}
+		if victim != nil {
+			break
 		}
 	}
 	if victim != nil {
@@ -206,6 +212,19 @@ func (c *Conns) reclaim() bool {
 	}
 	victim.raw.Close()
 	return true
+}
+
+// quiet reports whether info's connection has read nothing since its state
+// began and has nothing waiting to be read.
+func quiet(info *connInfo, now time.Time) bool {
+	conn := info.raw
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	if l, ok := conn.(*limitedConn); ok && l.readSince(info.since) {
+		return false
+	}
+	return silent(conn, now.Sub(info.since))
 }
 
 // silent reports whether a connection accepted waited ago, from which the
@@ -288,12 +307,25 @@ func (l *limitListener) Close() error {
 	return l.Listener.Close()
 }
 
-// limitedConn frees its slot when it is closed, once.
+// limitedConn frees its slot when it is closed, once, and remembers when
+// it last read a byte, so that reclaim never cuts a request under way.
 type limitedConn struct {
 	net.Conn
-	slots chan struct{}
-	once  sync.Once
+	slots    chan struct{}
+	once     sync.Once
+	lastRead atomic.Int64 // Unix nanoseconds
 }
+
+func (c *limitedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.lastRead.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// readSince reports whether the connection read a byte after t.
+func (c *limitedConn) readSince(t time.Time) bool { return c.lastRead.Load() > t.UnixNano() }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()

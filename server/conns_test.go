@@ -321,3 +321,49 @@ func postWith(hc *http.Client, url, body string) (string, error) {
 	b, err := io.ReadAll(resp.Body)
 	return strings.TrimSpace(string(b)), err
 }
+
+// TestConnsCapSparesRequestUnderWay: at the cap, the keep-alive connection
+// idle longest is not cut when it has begun its next request (net/http has
+// read part of it, so the connection still counts as idle): a quiet one is
+// cut instead, and the request under way is answered.
+func TestConnsCapSparesRequestUnderWay(t *testing.T) {
+	srv := newServer(t)
+	_, addr := guarded(t, srv, server.ConnOptions{Max: 2}, &http.Server{})
+	dialServed := func() (net.Conn, *bufio.Reader) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		conn.SetDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(conn, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		return conn, br
+	}
+	busy, busyReader := dialServed() // idle first: the oldest
+	time.Sleep(50 * time.Millisecond)
+	quiet, quietReader := dialServed() // at the cap now
+	io.WriteString(busy, "GET /v1/health HTTP/1.1\r\nHo")
+	time.Sleep(700 * time.Millisecond) // both idle past the reclaim threshold; busy's bytes read
+	resp, _, _ := rawExchange(t, addr, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("a connection beyond the cap: HTTP %d", resp.StatusCode)
+	}
+	io.WriteString(busy, "st: x\r\n\r\n")
+	r, err := http.ReadResponse(busyReader, nil)
+	if err != nil {
+		t.Fatalf("the request under way on the oldest idle connection was cut: %v", err)
+	}
+	io.Copy(io.Discard, r.Body)
+	if r.StatusCode != 200 {
+		t.Errorf("the request under way: HTTP %d", r.StatusCode)
+	}
+	if !closedAfter(quiet, quietReader, time.Second) {
+		t.Error("the quiet idle connection was not the one closed")
+	}
+}
