@@ -191,6 +191,7 @@ func (e *execution) acquire(sigs <-chan os.Signal) (*client.Lease, int) {
 	}
 	var res *client.Error
 	var unknown *client.UnknownOutcomeError
+	var queued *client.QueuedError
 	switch err := r.err; {
 	case err == nil:
 		return r.lease, 0
@@ -201,6 +202,11 @@ func (e *execution) acquire(sigs <-chan os.Signal) (*client.Lease, int) {
 		return nil, exitQueued
 	case errors.As(err, &unknown):
 		e.logf("no answer from the server: %v", err)
+		return nil, exitNoAnswer
+	case errors.As(err, &queued) && queued.WithdrawErr != nil:
+		// Still queued, and the withdraw was never confirmed: the client
+		// may stay queued, which 75 would deny.
+		e.logf("%q not obtained, and the request may still be queued: %v", e.lock, err)
 		return nil, exitNoAnswer
 	case errors.Is(err, client.ErrQueued):
 		e.logf("%q not obtained: %v when the wait ran out", e.lock, err)
