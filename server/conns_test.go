@@ -14,7 +14,6 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -25,48 +24,42 @@ import (
 // naming the field, on both backends; "\ud800" and "\ufffd" are not the
 // same lock. A surrogate pair is a character like any other.
 func TestInvalidUTF8Names(t *testing.T) {
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "server.db")
-			if backend == "postgres" {
-				path = pgtest.DSN(t)
-			}
-			f := startOn(t, path, 1000)
-			for _, c := range []struct{ method, path, body, field string }{
-				{"POST", "/v1/acquire", `{"client": "a", "lock": "\ud800", "ttl": 10}`, "lock"},
-				{"POST", "/v1/acquire", `{"client": "a", "lock": "x\udc00y", "ttl": 10}`, "lock"},
-				{"POST", "/v1/acquire", `{"client": "a", "lock": "\ud800\u0041", "ttl": 10}`, "lock"},
-				{"POST", "/v1/acquire", `{"client": "a", "lock": "\ud800", "ttl": 10, "lock": "ok"}`, ""}, // the last one counts
-				{"POST", "/v1/acquire", "{\"client\": \"caf\xe9\", \"lock\": \"L\", \"ttl\": 10}", "client"},
-				{"POST", "/v1/write", `{"lock": "L", "key": "\udfff", "value": "v", "token": 1}`, "key"},
-				{"POST", "/v1/write", "{\"lock\": \"L\", \"key\": \"k\", \"value\": \"\xff\", \"token\": 1}", "value"},
-				{"GET", "/v1/status?client=caf%E9", "", "client"},
-				{"GET", "/v1/inspect?lock=%ED%A0%80", "", "lock"}, // a surrogate in UTF-8's form
-				{"GET", "/v1/locks?after=%FF", "", "after"},
-			} {
-				status, v := f.raw(c.method, c.path, c.body)
-				if c.field == "" {
-					if status != http.StatusOK {
-						t.Errorf("%s %s %s: HTTP %d %v, want 200", c.method, c.path, c.body, status, v)
-					}
-					continue
+	onEachDatabase(t, func(t *testing.T, backend, path string) {
+		f := startOn(t, path, 1000)
+		for _, c := range []struct{ method, path, body, field string }{
+			{"POST", "/v1/acquire", `{"client": "a", "lock": "\ud800", "ttl": 10}`, "lock"},
+			{"POST", "/v1/acquire", `{"client": "a", "lock": "x\udc00y", "ttl": 10}`, "lock"},
+			{"POST", "/v1/acquire", `{"client": "a", "lock": "\ud800\u0041", "ttl": 10}`, "lock"},
+			{"POST", "/v1/acquire", `{"client": "a", "lock": "\ud800", "ttl": 10, "lock": "ok"}`, ""}, // the last one counts
+			{"POST", "/v1/acquire", "{\"client\": \"caf\xe9\", \"lock\": \"L\", \"ttl\": 10}", "client"},
+			{"POST", "/v1/write", `{"lock": "L", "key": "\udfff", "value": "v", "token": 1}`, "key"},
+			{"POST", "/v1/write", "{\"lock\": \"L\", \"key\": \"k\", \"value\": \"\xff\", \"token\": 1}", "value"},
+			{"GET", "/v1/status?client=caf%E9", "", "client"},
+			{"GET", "/v1/inspect?lock=%ED%A0%80", "", "lock"}, // a surrogate in UTF-8's form
+			{"GET", "/v1/locks?after=%FF", "", "after"},
+		} {
+			status, v := f.raw(c.method, c.path, c.body)
+			if c.field == "" {
+				if status != http.StatusOK {
+					t.Errorf("%s %s %s: HTTP %d %v, want 200", c.method, c.path, c.body, status, v)
 				}
-				expectError(t, status, v, lk.CodeInvalidArguments, c.field+" must be valid UTF-8")
+				continue
 			}
-			// Escapes that are text: a surrogate pair, an escaped
-			// backslash before "ud800", U+FFFD itself.
-			_, v := f.raw("POST", "/v1/acquire", `{"client": "b", "lock": "\ud83d\ude00", "ttl": 10}`)
-			expect(t, v, granted(1, 1000, 1010))
-			_, v = f.raw("POST", "/v1/acquire", `{"client": "c", "lock": "\\ud800", "ttl": 10}`)
-			expect(t, v, granted(1, 1000, 1010))
-			_, v = f.raw("POST", "/v1/acquire", `{"client": "d", "lock": "\ufffd", "ttl": 10}`)
-			expect(t, v, granted(1, 1000, 1010))
-			_, v = f.call("GET", "/v1/inspect?lock=%F0%9F%98%80", nil)
-			expect(t, v, `{"lock": "😀", "holders": [{"client": "b", "mode": "exclusive", "token": 1, "expires_at": 1010}], "queue": []}`)
-			_, v = f.call("GET", "/v1/inspect?lock=ok", nil)
-			expect(t, v, `{"lock": "ok", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1010}], "queue": []}`)
-		})
-	}
+			expectError(t, status, v, lk.CodeInvalidArguments, c.field+" must be valid UTF-8")
+		}
+		// Escapes that are text: a surrogate pair, an escaped
+		// backslash before "ud800", U+FFFD itself.
+		_, v := f.raw("POST", "/v1/acquire", `{"client": "b", "lock": "\ud83d\ude00", "ttl": 10}`)
+		expect(t, v, granted(1, 1000, 1010))
+		_, v = f.raw("POST", "/v1/acquire", `{"client": "c", "lock": "\\ud800", "ttl": 10}`)
+		expect(t, v, granted(1, 1000, 1010))
+		_, v = f.raw("POST", "/v1/acquire", `{"client": "d", "lock": "\ufffd", "ttl": 10}`)
+		expect(t, v, granted(1, 1000, 1010))
+		_, v = f.call("GET", "/v1/inspect?lock=%F0%9F%98%80", nil)
+		expect(t, v, `{"lock": "😀", "holders": [{"client": "b", "mode": "exclusive", "token": 1, "expires_at": 1010}], "queue": []}`)
+		_, v = f.call("GET", "/v1/inspect?lock=ok", nil)
+		expect(t, v, `{"lock": "ok", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1010}], "queue": []}`)
+	})
 }
 
 // rawExchange sends req on a new connection to addr, reads one answer, and

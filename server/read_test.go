@@ -15,7 +15,6 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the blocker
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -90,46 +89,40 @@ func blockWriters(t *testing.T, path string) (unblock func()) {
 // (Before, each went through the committer and failed after its 10 s lock
 // timeout.)
 func TestReadsApartFromCommitter(t *testing.T) {
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "server.db")
-			if backend == "postgres" {
-				path = pgtest.DSN(t)
-			}
-			f, srv := startServer(t, path, 1000)
-			f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L1", "ttl": 10})
-			f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L2", "ttl": 1000})
-			_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "b", "lock": "L2", "ttl": 10})
-			expect(t, v, `{"outcome": "queued", "position": 1}`)
+	onEachDatabase(t, func(t *testing.T, backend, path string) {
+		f, srv := startServer(t, path, 1000)
+		f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L1", "ttl": 10})
+		f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L2", "ttl": 1000})
+		_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "b", "lock": "L2", "ttl": 10})
+		expect(t, v, `{"outcome": "queued", "position": 1}`)
 
-			unblock := blockWriters(t, path)
-			// a's lease on L1 ended at 1010: the lapse timer fires, and its
-			// retirement waits behind the blocker.
-			f.clock.Set(time.Unix(1015, 0))
-			l2 := `{"lock": "L2", "mode": "exclusive", "token": 1, "expires_at": 2000}`
-			check := func() {
-				t.Helper()
-				_, v := f.call("GET", "/v1/status?client=a", nil)
-				expect(t, v, `{"client": "a", "age": 1, "holds": [`+l2+`], "waiting": null, "next": null}`)
-				_, v = f.call("GET", "/v1/status?client=b", nil)
-				expect(t, v, `{"client": "b", "age": 2, "holds": [], "waiting": {"lock": "L2", "position": 1}, "next": null}`)
-				_, v = f.call("GET", "/v1/locks", nil)
-				expect(t, v, `{"locks": [{"lock": "L2", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 2000}], "waiting": 1}], "next": null}`)
-				held, waiting, err := srv.Counts(context.Background())
-				if err != nil || held != 1 || waiting != 1 {
-					t.Errorf("Counts: %d held, %d waiting, %v; want 1, 1, nil", held, waiting, err)
-				}
+		unblock := blockWriters(t, path)
+		// a's lease on L1 ended at 1010: the lapse timer fires, and its
+		// retirement waits behind the blocker.
+		f.clock.Set(time.Unix(1015, 0))
+		l2 := `{"lock": "L2", "mode": "exclusive", "token": 1, "expires_at": 2000}`
+		check := func() {
+			t.Helper()
+			_, v := f.call("GET", "/v1/status?client=a", nil)
+			expect(t, v, `{"client": "a", "age": 1, "holds": [`+l2+`], "waiting": null, "next": null}`)
+			_, v = f.call("GET", "/v1/status?client=b", nil)
+			expect(t, v, `{"client": "b", "age": 2, "holds": [], "waiting": {"lock": "L2", "position": 1}, "next": null}`)
+			_, v = f.call("GET", "/v1/locks", nil)
+			expect(t, v, `{"locks": [{"lock": "L2", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 2000}], "waiting": 1}], "next": null}`)
+			held, waiting, err := srv.Counts(context.Background())
+			if err != nil || held != 1 || waiting != 1 {
+				t.Errorf("Counts: %d held, %d waiting, %v; want 1, 1, nil", held, waiting, err)
 			}
-			check()
+		}
+		check()
 
-			// Once the blocker is gone the committer retires the lapse: the
-			// answers stay the same, now from the tables.
-			unblock()
-			_, v = f.call("GET", "/v1/inspect?lock=L1", nil) // through the committer, after the lapse
-			expect(t, v, `{"lock": "L1", "holders": [], "queue": []}`)
-			check()
-		})
-	}
+		// Once the blocker is gone the committer retires the lapse: the
+		// answers stay the same, now from the tables.
+		unblock()
+		_, v = f.call("GET", "/v1/inspect?lock=L1", nil) // through the committer, after the lapse
+		expect(t, v, `{"lock": "L1", "holders": [], "queue": []}`)
+		check()
+	})
 }
 
 // TestStatusPages: the holds of a client holding 5,000 locks come 100 to a

@@ -525,125 +525,119 @@ func as[R any](t *testing.T, v any) R {
 // following page until every lock was shown once; prefix keeps the names
 // that start with it; a limit beyond 1..1000 is refused.
 func TestLocksPaging(t *testing.T) {
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "server.db")
-			if backend == "postgres" {
-				path = pgtest.DSN(t)
+	onEachDatabase(t, func(t *testing.T, backend, path string) {
+		f := startOn(t, path, 1000)
+		// Names that share a prefix and one just outside it ('/' sorts
+		// before '0' in bytes, not under a natural-language collation),
+		// and an upper-case one, which bytes sort before lower case.
+		names := []string{"a/1", "a/2", "a0", "b", "B"}
+		for i := len(names); i < 250; i++ {
+			names = append(names, fmt.Sprintf("lock-%03d", i))
+		}
+		holder := map[string]string{}
+		for i := range names {
+			name := names[i*7%len(names)] // not in name order
+			holder[name] = fmt.Sprintf("c%03d", i)
+			status, v := f.call("POST", "/v1/acquire", map[string]any{"client": holder[name], "lock": name, "ttl": 3600})
+			if status != http.StatusOK {
+				t.Fatalf("acquire %s: HTTP %d %v", name, status, v)
 			}
-			f := startOn(t, path, 1000)
-			// Names that share a prefix and one just outside it ('/' sorts
-			// before '0' in bytes, not under a natural-language collation),
-			// and an upper-case one, which bytes sort before lower case.
-			names := []string{"a/1", "a/2", "a0", "b", "B"}
-			for i := len(names); i < 250; i++ {
-				names = append(names, fmt.Sprintf("lock-%03d", i))
-			}
-			holder := map[string]string{}
-			for i := range names {
-				name := names[i*7%len(names)] // not in name order
-				holder[name] = fmt.Sprintf("c%03d", i)
-				status, v := f.call("POST", "/v1/acquire", map[string]any{"client": holder[name], "lock": name, "ttl": 3600})
+		}
+		// A waiter on b.
+		_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "w", "lock": "b", "ttl": 10})
+		expect(t, v, `{"outcome": "queued", "position": 1}`)
+		sorted := append([]string(nil), names...)
+		sort.Strings(sorted)
+
+		// list follows the pages from query, and returns the names in
+		// the order shown and each page's length.
+		list := func(query string) (shown []string, pages []int) {
+			t.Helper()
+			after := ""
+			for len(pages) <= len(names) {
+				q := query
+				if after != "" {
+					q += "&after=" + url.QueryEscape(after)
+				}
+				status, v := f.call("GET", "/v1/locks?"+q, nil)
 				if status != http.StatusOK {
-					t.Fatalf("acquire %s: HTTP %d %v", name, status, v)
+					t.Fatalf("GET /v1/locks?%s: HTTP %d %v", q, status, v)
 				}
-			}
-			// A waiter on b.
-			_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "w", "lock": "b", "ttl": 10})
-			expect(t, v, `{"outcome": "queued", "position": 1}`)
-			sorted := append([]string(nil), names...)
-			sort.Strings(sorted)
-
-			// list follows the pages from query, and returns the names in
-			// the order shown and each page's length.
-			list := func(query string) (shown []string, pages []int) {
-				t.Helper()
-				after := ""
-				for len(pages) <= len(names) {
-					q := query
-					if after != "" {
-						q += "&after=" + url.QueryEscape(after)
+				page := as[lk.LocksResult](t, v)
+				pages = append(pages, len(page.Locks))
+				for _, l := range page.Locks {
+					shown = append(shown, l.Lock)
+					waiting := int64(0)
+					if l.Lock == "b" {
+						waiting = 1
 					}
-					status, v := f.call("GET", "/v1/locks?"+q, nil)
-					if status != http.StatusOK {
-						t.Fatalf("GET /v1/locks?%s: HTTP %d %v", q, status, v)
+					want := lk.LockSummary{Lock: l.Lock, Waiting: waiting, Holders: []lk.Holder{
+						{Client: holder[l.Lock], Mode: lk.Exclusive, Token: 1, ExpiresAt: 4600}}}
+					if !harness.Equal(l, want) {
+						t.Errorf("GET /v1/locks?%s shows %+v, want %+v", q, l, want)
 					}
-					page := as[lk.LocksResult](t, v)
-					pages = append(pages, len(page.Locks))
-					for _, l := range page.Locks {
-						shown = append(shown, l.Lock)
-						waiting := int64(0)
-						if l.Lock == "b" {
-							waiting = 1
-						}
-						want := lk.LockSummary{Lock: l.Lock, Waiting: waiting, Holders: []lk.Holder{
-							{Client: holder[l.Lock], Mode: lk.Exclusive, Token: 1, ExpiresAt: 4600}}}
-						if !harness.Equal(l, want) {
-							t.Errorf("GET /v1/locks?%s shows %+v, want %+v", q, l, want)
-						}
-					}
-					if page.Next == nil {
-						return shown, pages
-					}
-					if *page.Next == after {
-						t.Fatalf("GET /v1/locks?%s: next is after again, %q", q, after)
-					}
-					after = *page.Next
 				}
-				t.Fatalf("GET /v1/locks?%s: more pages than locks", query)
-				return nil, nil
-			}
-
-			shown, pages := list("")
-			if fmt.Sprint(pages) != "[100 100 50]" {
-				t.Errorf("pages of %v locks, want [100 100 50]", pages)
-			}
-			if !slices.Equal(shown, sorted) {
-				t.Errorf("the pages showed %d locks:\n%q\nwant each of the %d once, in byte order:\n%q", len(shown), shown, len(sorted), sorted)
-			}
-			if shown, pages := list("limit=1000"); !slices.Equal(shown, sorted) || len(pages) != 1 {
-				t.Errorf("limit=1000: pages %v of %q", pages, shown)
-			}
-			if shown, pages := list("limit=250"); !slices.Equal(shown, sorted) || len(pages) != 1 {
-				t.Errorf("limit=250: pages %v of %q", pages, shown)
-			}
-			if shown, pages := list("limit=249"); !slices.Equal(shown, sorted) || fmt.Sprint(pages) != "[249 1]" {
-				t.Errorf("limit=249: pages %v of %q", pages, shown)
-			}
-
-			for _, c := range []struct {
-				query string
-				want  []string
-				pages string
-			}{
-				{"prefix=a", []string{"a/1", "a/2", "a0"}, "[3]"},
-				{"prefix=a/", []string{"a/1", "a/2"}, "[2]"},
-				{"prefix=a0", []string{"a0"}, "[1]"},
-				{"prefix=b", []string{"b"}, "[1]"},
-				{"prefix=B", []string{"B"}, "[1]"},
-				{"prefix=lock-24", []string{"lock-240", "lock-241", "lock-242", "lock-243", "lock-244",
-					"lock-245", "lock-246", "lock-247", "lock-248", "lock-249"}, "[10]"},
-				{"prefix=lock-24&limit=4", []string{"lock-240", "lock-241", "lock-242", "lock-243", "lock-244",
-					"lock-245", "lock-246", "lock-247", "lock-248", "lock-249"}, "[4 4 2]"},
-				{"prefix=a&limit=1", []string{"a/1", "a/2", "a0"}, "[1 1 1]"},
-				{"prefix=a&after=a/1", []string{"a/2", "a0"}, "[2]"},
-				{"prefix=b&after=a", []string{"b"}, "[1]"},
-				{"prefix=a&after=b", nil, "[0]"},
-				{"prefix=zzz", nil, "[0]"},
-				{"prefix=a1", nil, "[0]"},
-			} {
-				shown, pages := list(c.query)
-				if !slices.Equal(shown, c.want) || fmt.Sprint(pages) != c.pages {
-					t.Errorf("GET /v1/locks?%s: pages %v of %q, want pages %s of %q", c.query, pages, shown, c.pages, c.want)
+				if page.Next == nil {
+					return shown, pages
 				}
+				if *page.Next == after {
+					t.Fatalf("GET /v1/locks?%s: next is after again, %q", q, after)
+				}
+				after = *page.Next
 			}
+			t.Fatalf("GET /v1/locks?%s: more pages than locks", query)
+			return nil, nil
+		}
 
-			for _, limit := range []string{"1001", "0", "-1", "abc", "1.5"} {
-				status, v := f.call("GET", "/v1/locks?limit="+limit, nil)
-				expectError(t, status, v, lk.CodeInvalidArguments, "limit")
+		shown, pages := list("")
+		if fmt.Sprint(pages) != "[100 100 50]" {
+			t.Errorf("pages of %v locks, want [100 100 50]", pages)
+		}
+		if !slices.Equal(shown, sorted) {
+			t.Errorf("the pages showed %d locks:\n%q\nwant each of the %d once, in byte order:\n%q", len(shown), shown, len(sorted), sorted)
+		}
+		if shown, pages := list("limit=1000"); !slices.Equal(shown, sorted) || len(pages) != 1 {
+			t.Errorf("limit=1000: pages %v of %q", pages, shown)
+		}
+		if shown, pages := list("limit=250"); !slices.Equal(shown, sorted) || len(pages) != 1 {
+			t.Errorf("limit=250: pages %v of %q", pages, shown)
+		}
+		if shown, pages := list("limit=249"); !slices.Equal(shown, sorted) || fmt.Sprint(pages) != "[249 1]" {
+			t.Errorf("limit=249: pages %v of %q", pages, shown)
+		}
+
+		for _, c := range []struct {
+			query string
+			want  []string
+			pages string
+		}{
+			{"prefix=a", []string{"a/1", "a/2", "a0"}, "[3]"},
+			{"prefix=a/", []string{"a/1", "a/2"}, "[2]"},
+			{"prefix=a0", []string{"a0"}, "[1]"},
+			{"prefix=b", []string{"b"}, "[1]"},
+			{"prefix=B", []string{"B"}, "[1]"},
+			{"prefix=lock-24", []string{"lock-240", "lock-241", "lock-242", "lock-243", "lock-244",
+				"lock-245", "lock-246", "lock-247", "lock-248", "lock-249"}, "[10]"},
+			{"prefix=lock-24&limit=4", []string{"lock-240", "lock-241", "lock-242", "lock-243", "lock-244",
+				"lock-245", "lock-246", "lock-247", "lock-248", "lock-249"}, "[4 4 2]"},
+			{"prefix=a&limit=1", []string{"a/1", "a/2", "a0"}, "[1 1 1]"},
+			{"prefix=a&after=a/1", []string{"a/2", "a0"}, "[2]"},
+			{"prefix=b&after=a", []string{"b"}, "[1]"},
+			{"prefix=a&after=b", nil, "[0]"},
+			{"prefix=zzz", nil, "[0]"},
+			{"prefix=a1", nil, "[0]"},
+		} {
+			shown, pages := list(c.query)
+			if !slices.Equal(shown, c.want) || fmt.Sprint(pages) != c.pages {
+				t.Errorf("GET /v1/locks?%s: pages %v of %q, want pages %s of %q", c.query, pages, shown, c.pages, c.want)
 			}
-		})
-	}
+		}
+
+		for _, limit := range []string{"1001", "0", "-1", "abc", "1.5"} {
+			status, v := f.call("GET", "/v1/locks?limit="+limit, nil)
+			expectError(t, status, v, lk.CodeInvalidArguments, "limit")
+		}
+	})
 }
 
 // TestHealthAndOpenAPI: health tells the server's version, and its clock
@@ -936,18 +930,26 @@ func TestCloseWhileSweepQueued(t *testing.T) {
 // (PostgreSQL would refuse them, failing the whole group), and the server
 // goes on serving (TestInvalidUTF8Names has bodies too).
 func TestInvalidUTF8QueryParameter(t *testing.T) {
+	onEachDatabase(t, func(t *testing.T, backend, path string) {
+		f := startOn(t, path, 1000)
+		f.call("POST", "/v1/acquire", map[string]any{"client": "caf\uFFFD", "lock": "L", "ttl": 100})
+		status, v := f.call("GET", "/v1/status?client=caf%E9", nil)
+		expectError(t, status, v, lk.CodeInvalidArguments, "client must be valid UTF-8")
+		_, v = f.call("GET", "/v1/inspect?lock=L", nil)
+		expect(t, v, `{"lock": "L", "holders": [{"client": "caf\uFFFD", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": []}`)
+	})
+}
+
+// onEachDatabase runs fn as a subtest on a new SQLite file and on a fresh
+// PostgreSQL schema; path is the database to start a server on.
+func onEachDatabase(t *testing.T, fn func(t *testing.T, backend, path string)) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "server.db")
 			if backend == "postgres" {
 				path = pgtest.DSN(t)
 			}
-			f := startOn(t, path, 1000)
-			f.call("POST", "/v1/acquire", map[string]any{"client": "caf\uFFFD", "lock": "L", "ttl": 100})
-			status, v := f.call("GET", "/v1/status?client=caf%E9", nil)
-			expectError(t, status, v, lk.CodeInvalidArguments, "client must be valid UTF-8")
-			_, v = f.call("GET", "/v1/inspect?lock=L", nil)
-			expect(t, v, `{"lock": "L", "holders": [{"client": "caf\uFFFD", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": []}`)
+			fn(t, backend, path)
 		})
 	}
 }
