@@ -59,14 +59,7 @@ func TestCrashAuditTwoKills(t *testing.T) {
 		t.Fatalf("the load did too little before the crashes to check anything: %d grants", len(all.grants))
 	}
 	c.checkLoad()
-	after := crashAPI{hc: hc, base: srv.base}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c.checkHoldersAfter(ctx, after)
-	c.checkStoreAfter(ctx, after)
-	c.clearLocks(ctx, after)
-	c.checkNewGrants(ctx, after)
-	c.checkAudit(audit, 3)
+	c.checkAfterRestart(crashAPI{hc: hc, base: srv.base}, audit, 3)
 	c.finish()
 }
 
