@@ -31,6 +31,10 @@ const (
 	CodeShuttingDown     ErrorCode = "shutting_down"
 	CodeRateLimited      ErrorCode = "rate_limited"   // a principal over its request rate or its blocked acquires (429, Retry-After)
 	CodeQuotaExceeded    ErrorCode = "quota_exceeded" // a fenced-store write beyond the lock's quota of keys or bytes (409)
+	// CodeTokenNotGranted: under serve --strict-fencing, a fenced-store
+	// write with a token never granted for the lock, or, for a client
+	// principal, granted to a client id it may not act as (409).
+	CodeTokenNotGranted ErrorCode = "token_not_granted"
 )
 
 // Text is the code as the contract's results spell it: "error: " + Text()
@@ -81,6 +85,7 @@ var (
 	ErrShuttingDown     = &Error{Code: CodeShuttingDown}
 	ErrRateLimited      = &Error{Code: CodeRateLimited}
 	ErrQuotaExceeded    = &Error{Code: CodeQuotaExceeded}
+	ErrTokenNotGranted  = &Error{Code: CodeTokenNotGranted}
 	// ErrUnavailable wraps a failure to reach the database or to finish a
 	// transaction on it (a lost connection, a failover, a lock wait or an
 	// idle transaction cut off by its timeout). Not a contract result: the

@@ -177,3 +177,67 @@ func checkTTL(ttl int64) error {
 	}
 	return nil
 }
+
+// HistoryRequest asks for a page of the grant history (GET /v1/history):
+// of one lock (Lock) or of one client (Client), exactly one of them, newest
+// first. Before is the Next of the previous page ("" for the first): for a
+// lock, the token below which the page starts; for a client, the cursor
+// that page's Next gave. Limit is 1 to MaxLocksLimit, as the locks
+// listing's.
+type HistoryRequest struct {
+	Lock   string `json:"lock,omitempty"`
+	Client string `json:"client,omitempty"`
+	Before string `json:"before,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+}
+
+func (r HistoryRequest) Validate() error {
+	if (r.Lock == "") == (r.Client == "") {
+		return Errorf(CodeInvalidArguments, "give exactly one of lock and client")
+	}
+	if r.Limit < 1 || r.Limit > MaxLocksLimit {
+		return Errorf(CodeInvalidArguments, fmt.Sprintf("limit must be from 1 to %d, got %d", MaxLocksLimit, r.Limit))
+	}
+	if r.Before == "" {
+		return nil
+	}
+	if r.Lock != "" {
+		if t, err := strconv.ParseInt(r.Before, 10, 64); err != nil || t < 1 {
+			return Errorf(CodeInvalidArguments, "before must be a token, an integer >= 1, got "+strconv.Quote(r.Before))
+		}
+		return nil
+	}
+	if _, ok := ParseClientCursor(r.Before); !ok {
+		return Errorf(CodeInvalidArguments, "before must be the next of a client's previous page, got "+strconv.Quote(r.Before))
+	}
+	return nil
+}
+
+// ClientCursor is where a page of a client's history starts: after the
+// grant (GrantedAt, Lock, Token), in the newest-first order of that history.
+type ClientCursor struct {
+	GrantedAt int64
+	Token     int64
+	Lock      string
+}
+
+// String writes the cursor as a page's Next: "GRANTED_AT,TOKEN,LOCK" (the
+// lock last, as a lock name may hold commas).
+func (c ClientCursor) String() string {
+	return strconv.FormatInt(c.GrantedAt, 10) + "," + strconv.FormatInt(c.Token, 10) + "," + c.Lock
+}
+
+// ParseClientCursor reads what ClientCursor.String wrote.
+func ParseClientCursor(s string) (ClientCursor, bool) {
+	at, rest, ok1 := strings.Cut(s, ",")
+	tok, lock, ok2 := strings.Cut(rest, ",")
+	if !ok1 || !ok2 || lock == "" {
+		return ClientCursor{}, false
+	}
+	a, err1 := strconv.ParseInt(at, 10, 64)
+	t, err2 := strconv.ParseInt(tok, 10, 64)
+	if err1 != nil || err2 != nil || t < 1 {
+		return ClientCursor{}, false
+	}
+	return ClientCursor{GrantedAt: a, Token: t, Lock: lock}, true
+}

@@ -232,3 +232,36 @@ func marshal(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
+
+// Ending says how a lease ended, in the grant history.
+type Ending string
+
+const (
+	EndReleased Ending = "released" // its holder released it
+	EndLapsed   Ending = "lapsed"   // it ran out (L1); ended at its expires_at
+	EndRevoked  Ending = "revoked"  // an admin revoked it
+	EndAborted  Ending = "aborted"  // its holder was a deadlock victim (D4.3)
+)
+
+// GrantRecord is one grant of the history: a token, who it was granted to,
+// and, once the lease ended, when and how. ExpiresAt follows the lease's
+// renewals; EndedAt is the instant the lease ended (for a lapse, its
+// ExpiresAt: the hand-over instant, L3). EndedAt and Ended are nil while the
+// lease is live.
+type GrantRecord struct {
+	Lock      string  `json:"lock"`
+	Token     int64   `json:"token"`
+	Client    string  `json:"client"`
+	Mode      Mode    `json:"mode"`
+	GrantedAt int64   `json:"granted_at"`
+	ExpiresAt int64   `json:"expires_at"`
+	EndedAt   *int64  `json:"ended_at"`
+	Ended     *Ending `json:"ended"`
+}
+
+// HistoryResult is a page of the grant history, newest first. Next is the
+// Before of the next page, nil on the last one.
+type HistoryResult struct {
+	Grants []GrantRecord `json:"grants"`
+	Next   *string       `json:"next"`
+}

@@ -62,3 +62,21 @@ CREATE VIEW client_status AS
 SELECT c.name, c.age, q.lock AS waiting_for,
        (SELECT count(*) FROM leases l WHERE l.client = c.name) AS leases_held
   FROM clients c LEFT JOIN queue_entries q ON q.client = c.name;
+
+CREATE TABLE grants (
+    lock       TEXT NOT NULL,
+    token      INTEGER NOT NULL,
+    client     TEXT NOT NULL,
+    mode       TEXT NOT NULL CHECK (mode IN ('shared', 'exclusive')),
+    granted_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    ended_at   INTEGER,
+    ended      TEXT CHECK (ended IN ('released', 'lapsed', 'revoked', 'aborted')),
+    PRIMARY KEY (lock, token)
+) WITHOUT ROWID;
+
+CREATE INDEX grants_by_client ON grants (client, granted_at, lock, token);
+
+CREATE INDEX grants_by_end ON grants (ended_at) WHERE ended_at IS NOT NULL;
+
+CREATE INDEX grants_ended_by_lock ON grants (lock, token) WHERE ended IS NOT NULL;

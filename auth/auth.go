@@ -25,8 +25,11 @@
 //	op                        client           reader   admin
 //	acquire, renew, release   own client ids   -        any client id
 //	revoke                    -                -        any client id
+//	unfence                   -                -        yes
 //	write, read               yes              read     yes
 //	status                    own client ids   any      any
+//	history of a client       own client ids   any      any
+//	history of a lock         own ids' rows    yes      yes
 //	inspect, locks, metrics   -                yes      yes
 //	health, ready             everyone, without a token
 //
@@ -44,9 +47,11 @@
 // '/', '?' one such character, '[...]' a class, '\\' escapes. So "etl-*"
 // matches "etl-a" but not "etl-a/b"; write "etl-*/*" for that.
 //
-// write and read name no client id in the API, so they cannot be limited to
-// a principal's own client ids: any client principal may write to any lock
-// of the fenced store with any token (docs/security.md says what that means).
+// write and read name no client id in the API, so Authorize cannot limit
+// them to a principal's own client ids. Under serve --strict-fencing (the
+// default) the service does, for write: a client principal's token must have
+// been granted to one of its client ids (ClientScope). read stays open to
+// every role (docs/security.md says what that means).
 //
 // It is part of leasekeeper's implementation, not meant for import by other
 // modules: its API is not stable. Programs use package leasekeeper's types and
@@ -112,11 +117,11 @@ func Allowed(role Role, op string) bool {
 		return true
 	case "acquire", "renew", "release", "write":
 		return role == RoleClient || role == RoleAdmin
-	case "read", "status":
+	case "read", "status", "history":
 		return role == RoleClient || role == RoleReader || role == RoleAdmin
 	case "inspect", "locks", "metrics":
 		return role == RoleReader || role == RoleAdmin
-	case "revoke":
+	case "revoke", "unfence":
 		return role == RoleAdmin
 	}
 	return false // an operation this package does not know: only by a newer package
@@ -136,7 +141,10 @@ func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denia
 		a.refuse(r, acc, p, "the role may not do this operation")
 		return &server.Denial{Code: lk.CodeForbidden, Message: "principal " + p.Name + " (" + string(p.Role) + ") may not " + acc.Op}
 	}
-	if p.Role == RoleClient && actsAsClient(acc.Op) && !p.matches(acc.Client) {
+	// A lock's history names no client id: the server shows a client
+	// principal only its own client ids' rows of it (server.ClientScoper).
+	lockHistory := acc.Op == "history" && acc.Client == ""
+	if p.Role == RoleClient && actsAsClient(acc.Op) && !lockHistory && !p.matches(acc.Client) {
 		a.refuse(r, acc, p, "the client id matches none of the principal's patterns")
 		return &server.Denial{Code: lk.CodeForbidden, Message: "principal " + p.Name + " may not act as client " + strconv.Quote(acc.Client)}
 	}
@@ -148,7 +156,7 @@ func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denia
 // asks.
 func actsAsClient(op string) bool {
 	switch op {
-	case "acquire", "renew", "release", "revoke", "status":
+	case "acquire", "renew", "release", "revoke", "status", "history":
 		return true
 	}
 	return false

@@ -167,6 +167,9 @@ var endpoints = []endpoint{
 	{"revoke", true, holding, func(l, c string) (string, string, string) {
 		return "POST", "/v1/revoke", fmt.Sprintf(`{"client": %q, "lock": %q}`, c, l)
 	}, `{"outcome":"revoked"}`},
+	{"unfence", false, nothing, func(l, c string) (string, string, string) {
+		return "POST", "/v1/unfence", fmt.Sprintf(`{"lock": %q}`, l)
+	}, `{"outcome":"ok","was":0,"highest":0}`},
 	{"status", true, holding, func(l, c string) (string, string, string) {
 		return "GET", "/v1/status?client=" + c, ""
 	}, `{"client":"`},
@@ -184,6 +187,12 @@ var endpoints = []endpoint{
 	{"locks", false, holding, func(l, c string) (string, string, string) {
 		return "GET", "/v1/locks", ""
 	}, `{"locks":[{`},
+	{"history", true, holding, func(l, c string) (string, string, string) {
+		return "GET", "/v1/history?client=" + c, ""
+	}, `{"grants":[{`},
+	{"history-of-lock", false, holding, func(l, c string) (string, string, string) {
+		return "GET", "/v1/history?lock=" + l, ""
+	}, `{"grants":`},
 	{"health", false, nothing, func(l, c string) (string, string, string) {
 		return "GET", "/v1/health", ""
 	}, `{"status":"ok","clock":`},
@@ -224,10 +233,13 @@ func want(s subject, op, client string) int {
 		return http.StatusUnauthorized
 	}
 	ok := map[auth.Role]map[string]bool{
-		auth.RoleClient: {"acquire": true, "renew": true, "release": true, "status": true, "write": true, "read": true},
-		auth.RoleReader: {"status": true, "read": true, "inspect": true, "locks": true, "metrics": true},
-		auth.RoleAdmin: {"acquire": true, "renew": true, "release": true, "revoke": true, "status": true,
-			"write": true, "read": true, "inspect": true, "locks": true, "metrics": true},
+		auth.RoleClient: {"acquire": true, "renew": true, "release": true, "status": true, "write": true, "read": true,
+			"history": true, "history-of-lock": true},
+		auth.RoleReader: {"status": true, "read": true, "inspect": true, "locks": true, "metrics": true,
+			"history": true, "history-of-lock": true},
+		auth.RoleAdmin: {"acquire": true, "renew": true, "release": true, "revoke": true, "unfence": true, "status": true,
+			"write": true, "read": true, "inspect": true, "locks": true, "metrics": true,
+			"history": true, "history-of-lock": true},
 	}[s.role][op]
 	if ok && s.role == auth.RoleClient && client != "" && !strings.HasPrefix(client, "etl-") {
 		ok = false

@@ -17,3 +17,17 @@ func (a *Authorizer) Principal(r *http.Request) string {
 	}
 	return ""
 }
+
+var _ server.ClientScoper = (*Authorizer)(nil)
+
+// ClientScope returns, for a client principal, whether a client id is one
+// of its own (its patterns): its writes to the fenced store must carry a
+// token granted to one of them. nil for the other roles: an admin acts as
+// any client id, and a reader does not write.
+func (a *Authorizer) ClientScope(r *http.Request) func(client string) bool {
+	p := a.authenticate(r)
+	if p == nil || p.Role != RoleClient {
+		return nil
+	}
+	return p.matches
+}

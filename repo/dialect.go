@@ -28,6 +28,13 @@ type dialect interface {
 	// lockGrant advances a lock's counter (creates the lock, for newLock)
 	// and inserts the lease in one statement, parameters as LeaseInsert's.
 	lockGrant(newLock bool) string
+	// leaseRenew is LeaseRenew in one statement (parameters expires_at,
+	// lock, client), grant's row included, returning token and granted_at.
+	leaseRenew() string
+	// leaseEnd is LeaseEnd in one statement (parameters lock, client,
+	// ended, ended_at), returning the lease's mode, token, granted_at and
+	// expires_at.
+	leaseEnd() string
 	// lockServiceRow reads the service row as serviceCounters and locks it
 	// until the transaction ends.
 	lockServiceRow() string

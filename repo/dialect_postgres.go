@@ -41,15 +41,35 @@ func (postgresDialect) serviceCounters() string {
 	return `SELECT clock, last_client_age FROM service WHERE id = 1`
 }
 
-// lockGrant: one statement, a round trip less than two.
+// lockGrant: one statement, a round trip less than two: the counter, the
+// lease, its grant's row, and the pruning of the lock's history that the
+// new token allows (repo/grants.go; ?7 is the number of tokens kept).
 func (postgresDialect) lockGrant(newLock bool) string {
 	counter := `UPDATE locks SET last_token = last_token + 1 WHERE name = ?1`
 	if newLock {
 		counter = `INSERT INTO locks (name, last_token) VALUES (?1, 1)`
 	}
-	return `WITH counter AS (` + counter + `)
+	return `WITH counter AS (` + counter + `),
+			grant_row AS (INSERT INTO grants (lock, token, client, mode, granted_at, expires_at)
+				VALUES (?1, ?4, ?2, ?3, ?5, ?6) ON CONFLICT (lock, token) DO NOTHING),
+			pruned AS (DELETE FROM grants WHERE lock = ?1 AND token <= ?4 - CAST(?7 AS BIGINT) AND ended IS NOT NULL)
 			INSERT INTO leases (lock, client, mode, token, granted_at, expires_at)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
+}
+
+// leaseRenew, leaseEnd: one statement each, where SQLite runs two or three.
+// The lease's token, which the grant's row is found by, comes from the
+// lease's own data-modifying WITH.
+func (postgresDialect) leaseRenew() string {
+	return `WITH l AS (UPDATE leases SET expires_at = ?1 WHERE lock = ?2 AND client = ?3 RETURNING token, granted_at),
+			g AS (UPDATE grants SET expires_at = ?1 WHERE lock = ?2 AND token = (SELECT token FROM l))
+			SELECT token, granted_at FROM l`
+}
+
+func (postgresDialect) leaseEnd() string {
+	return `WITH l AS (DELETE FROM leases WHERE lock = ?1 AND client = ?2 RETURNING mode, token, granted_at, expires_at),
+			g AS (UPDATE grants SET ended = ?3, ended_at = ?4 WHERE lock = ?1 AND token = (SELECT token FROM l))
+			SELECT mode, token, granted_at, expires_at FROM l`
 }
 
 func (postgresDialect) lockServiceRow() string {

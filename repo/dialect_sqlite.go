@@ -29,6 +29,10 @@ func (sqliteDialect) serviceCounters() string {
 // statements (LockGrant).
 func (sqliteDialect) lockGrant(bool) string { return "" }
 
+// leaseRenew, leaseEnd: neither, for the same reason (LeaseRenew, LeaseEnd).
+func (sqliteDialect) leaseRenew() string { return "" }
+func (sqliteDialect) leaseEnd() string   { return "" }
+
 // lockServiceRow, clock, notify, currentSchema, listen: a SQLite database is
 // never shared; BEGIN IMMEDIATE is its lock.
 func (sqliteDialect) lockServiceRow() string { return "" }

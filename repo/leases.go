@@ -36,17 +36,42 @@ func LeaseDelete(tx *Tx, lock, client string) (deleted bool, err error) {
 var (
 	qLeaseRenew     = shared("LeaseRenew", `UPDATE leases SET expires_at = ? WHERE lock = ? AND client = ?`)
 	qLeaseRenewRead = shared("LeaseRenew.read", `SELECT token, granted_at FROM leases WHERE lock = ? AND client = ?`)
+	qLeaseRenewOne  = perDialect("LeaseRenew.one", dialect.leaseRenew)
 )
 
-// LeaseRenew moves the expiry of client's lease on lock (L2) and returns its
-// token and start; found is false when client holds no lease on lock.
+// LeaseRenew moves the expiry of client's lease on lock (L2), and of its
+// grant's row, and returns its token and start; found is false when client
+// holds no lease on lock.
 func LeaseRenew(tx *Tx, lock, client string, expiresAt int64) (token, grantedAt int64, found bool, err error) {
+	if tx.has(qLeaseRenewOne) {
+		found, err = tx.row(qLeaseRenewOne, []any{expiresAt, lock, client}, &token, &grantedAt)
+		return token, grantedAt, found, err
+	}
 	n, err := tx.affected(qLeaseRenew, expiresAt, lock, client)
 	if err != nil || n == 0 {
 		return 0, 0, false, err
 	}
-	found, err = tx.row(qLeaseRenewRead, []any{lock, client}, &token, &grantedAt)
-	return token, grantedAt, found, err
+	if found, err = tx.row(qLeaseRenewRead, []any{lock, client}, &token, &grantedAt); err != nil || !found {
+		return token, grantedAt, found, err
+	}
+	return token, grantedAt, true, grantRenew(tx, lock, token, expiresAt)
+}
+
+var qLeaseEndOne = perDialect("LeaseEnd.one", dialect.leaseEnd)
+
+// LeaseEnd removes client's lease on lock and ends its grant's row, how at
+// instant at (a release, revoke or abort), and returns the lease; found is
+// false when there was none.
+func LeaseEnd(tx *Tx, lock, client string, how lk.Ending, at int64) (l LeaseRow, found bool, err error) {
+	if tx.has(qLeaseEndOne) {
+		l.Lock, l.Client = lock, client
+		found, err = tx.row(qLeaseEndOne, []any{lock, client, how, at}, &l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt)
+		return l, found, err
+	}
+	if l, found, err = LeaseTake(tx, lock, client); err != nil || !found {
+		return l, found, err
+	}
+	return l, true, grantEnd(tx, lock, l.Token, how, at)
 }
 
 var qLeaseGet = shared("LeaseGet",

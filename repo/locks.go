@@ -6,16 +6,18 @@ package repo
 // plain UPDATEs cost a quarter of UPDATE ... RETURNING here.
 
 // LockGrant records a grant on the spot: the lock's counter moves on to
-// l.Token (created at 1 for a new lock, L5) and l becomes a lease. Where the
-// dialect can (PostgreSQL), the two writes go as one statement, a round trip
+// l.Token (created at 1 for a new lock, L5), l becomes a lease, its grant
+// gets its row in the history, and the history drops the lock's ended rows
+// that the new token pushes out of the keep last tokens (grants.go). Where
+// the dialect can (PostgreSQL), the writes go as one statement, round trips
 // less.
-func LockGrant(tx *Tx, l LeaseRow, newLock bool) error {
+func LockGrant(tx *Tx, l LeaseRow, newLock bool, keep int64) error {
 	grant := qLockGrantTakeToken
 	if newLock {
 		grant = qLockGrantNewLock
 	}
 	if tx.has(grant) {
-		_, err := tx.exec(grant, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt)
+		_, err := tx.exec(grant, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt, keep)
 		return err
 	}
 	var err error
@@ -27,7 +29,13 @@ func LockGrant(tx *Tx, l LeaseRow, newLock bool) error {
 	if err != nil {
 		return err
 	}
-	return LeaseInsert(tx, l)
+	if err := LeaseInsert(tx, l); err != nil {
+		return err
+	}
+	if err := GrantInsert(tx, l); err != nil {
+		return err
+	}
+	return GrantsPruneLock(tx, l.Lock, l.Token, keep)
 }
 
 var qLockCreate = shared("LockCreate", `INSERT INTO locks (name, last_token) VALUES (?, 1)`)

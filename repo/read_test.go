@@ -40,8 +40,8 @@ func TestReadApartFromWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			must(t, ClientRegister(tx, "a", 1, 0))
-			must(t, LockGrant(tx, LeaseRow{Lock: "L1", Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 10}, true))
-			must(t, LockGrant(tx, LeaseRow{Lock: "L2", Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 100}, true))
+			must(t, LockGrant(tx, LeaseRow{Lock: "L1", Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 10}, true, 1000))
+			must(t, LockGrant(tx, LeaseRow{Lock: "L2", Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 100}, true, 1000))
 			must(t, tx.Commit())
 
 			// A write under way, holding the lock every writer takes.
@@ -135,8 +135,8 @@ func TestReadsUnsettled(t *testing.T) {
 	}
 	must(t, ClientRegister(tx, "a", 1, 0))
 	must(t, ClientRegister(tx, "b", 2, 0))
-	must(t, LockGrant(tx, LeaseRow{Lock: "L", Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 10}, true))
-	must(t, LockGrant(tx, LeaseRow{Lock: "M", Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 10}, true))
+	must(t, LockGrant(tx, LeaseRow{Lock: "L", Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 10}, true, 1000))
+	must(t, LockGrant(tx, LeaseRow{Lock: "M", Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 10}, true, 1000))
 	must(t, LockEnqueue(tx, "L"))
 	must(t, QueueAppend(tx, QueueEntry{Lock: "L", Position: 1, Client: "b", Mode: lk.Exclusive, TTL: 10}))
 	must(t, tx.Commit())
@@ -208,7 +208,7 @@ func TestReadsDuringCommits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		must(t, LockGrant(tx, LeaseRow{Lock: fmt.Sprintf("L%03d", i), Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 10}, true))
+		must(t, LockGrant(tx, LeaseRow{Lock: fmt.Sprintf("L%03d", i), Client: "a", Mode: lk.Exclusive, Token: 1, ExpiresAt: 10}, true, 1000))
 		must(t, tx.Commit())
 	}
 	close(done)

@@ -12,8 +12,8 @@ import (
 
 // Access is what a request asks to do, for an Authorizer to judge.
 type Access struct {
-	// Op is the operation: acquire, renew, release, revoke, write, read,
-	// inspect, status, locks, health, ready, openapi or metrics.
+	// Op is the operation: acquire, renew, release, revoke, unfence, write, read,
+	// inspect, status, locks, history, health, ready, openapi or metrics.
 	Op string
 	// Client is the client id the request acts as (acquire, renew, release,
 	// revoke) or asks about (status); "" for the others.

@@ -33,11 +33,13 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/renew", operation(s, "renew", body, decodeRenew, s.svc.Renew))
 	s.mux.Handle("POST /v1/release", operation(s, "release", body, decodeRelease, s.svc.Release))
 	s.mux.Handle("POST /v1/revoke", operation(s, "revoke", body, decodeRevoke, s.svc.Revoke))
-	s.mux.Handle("POST /v1/write", operation(s, "write", body, decodeWrite, s.svc.Write))
+	s.mux.HandleFunc("POST /v1/write", s.handleWrite)
+	s.mux.HandleFunc("POST /v1/unfence", s.handleUnfence)
 	s.mux.Handle("GET /v1/inspect", operation(s, "inspect", query, decodeInspect, s.svc.Inspect))
 	s.mux.Handle("GET /v1/status", readOperation(s, "status", decodeStatus, s.svc.ReadStatus, s.svc.Status))
 	s.mux.Handle("GET /v1/read", operation(s, "read", query, decodeRead, s.svc.Read))
 	s.mux.Handle("GET /v1/locks", readOperation(s, "locks", decodeLocks, s.svc.ReadLocks, s.svc.Locks))
+	s.mux.HandleFunc("GET /v1/history", s.handleHistory)
 	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/ready", s.handleReady)
 	s.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
@@ -89,6 +91,7 @@ var statusOf = map[lk.ErrorCode]int{
 	lk.CodeShuttingDown:     http.StatusServiceUnavailable,
 	lk.CodeRateLimited:      http.StatusTooManyRequests,
 	lk.CodeQuotaExceeded:    http.StatusConflict,
+	lk.CodeTokenNotGranted:  http.StatusConflict,
 }
 
 // StatusOf returns the HTTP status the API answers an error of code with.
@@ -154,7 +157,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, lk.ErrUnavailable):
 		s.log.Warn("database unavailable", "err", err)
 		replyError(w, lk.Errorf(lk.CodeUnavailable, "the database is unavailable; the operation did not happen, unless the connection broke during its commit: read the state before retrying"))
-	case lk.IsContract(err), errors.Is(err, lk.ErrQuotaExceeded):
+	case lk.IsContract(err), errors.Is(err, lk.ErrQuotaExceeded), errors.Is(err, lk.ErrTokenNotGranted):
 		replyError(w, lk.Errorf(lk.CodeOf(err), lk.Message(err)))
 	default:
 		s.log.Error("operation failed", "err", err)

@@ -53,7 +53,7 @@ func opOf(path string) string {
 		return "metrics"
 	case strings.HasPrefix(path, "/v1/"):
 		switch op := strings.TrimPrefix(path, "/v1/"); op {
-		case "acquire", "renew", "release", "revoke", "write", "read", "inspect", "status", "locks", "health", "ready", "openapi.json":
+		case "acquire", "renew", "release", "revoke", "unfence", "write", "read", "inspect", "status", "locks", "history", "health", "ready", "openapi.json":
 			return op
 		}
 	}

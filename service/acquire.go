@@ -49,7 +49,7 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		if failpoint.First(failpoint.ReissueToken, lock) && st.LastToken > 0 {
 			l.Token = st.LastToken
 		}
-		if err := repo.LockGrant(tx, l, !st.LockExists); err != nil {
+		if err := repo.LockGrant(tx, l, !st.LockExists, s.history.keep()); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		s.noteExpiry(l.ExpiresAt)

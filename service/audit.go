@@ -12,6 +12,7 @@ type Witness struct {
 	Kind            WitnessKind
 	Lock, Client    string
 	Token, Position int64
+	Fence           int64 // WitnessUnfence: the fence before
 }
 
 // WitnessKind says what a Witness claims.
@@ -26,6 +27,8 @@ const (
 	// WitnessDequeue: the queue entry at Position on Lock was removed
 	// (withdrawal, deadlock abort).
 	WitnessDequeue
+	// WitnessUnfence: Lock's fence was set back from Fence to Token.
+	WitnessUnfence
 )
 
 // AuditCommitted tells whether the transaction that did ws committed. It is
@@ -60,6 +63,11 @@ func (s *Service) AuditCommitted(ctx context.Context, ws []Witness) (committed, 
 		case WitnessDequeue:
 			queued, err := repo.QueueHas(tx, w.Lock, w.Position)
 			return !queued, err == nil, err
+		case WitnessUnfence:
+			// Below the fence before: only an unfence lowers a fence (a
+			// write of the same group may have raised it again, under it).
+			highest, _, err := repo.StoreFenceGet(tx, w.Lock)
+			return highest < w.Fence, err == nil, err
 		}
 	}
 	return false, false, nil

@@ -126,7 +126,7 @@ func (s *Service) abort(tx *repo.Tx, requester, victim, lock string, ts int64, c
 		}
 	}
 	for _, h := range holds {
-		if _, err := repo.LeaseDelete(tx, h.Lock, victim); err != nil {
+		if _, _, err := repo.LeaseEnd(tx, h.Lock, victim, lk.EndAborted, ts); err != nil {
 			return err
 		}
 		if err := s.promote(tx, h.Lock, ts); err != nil {

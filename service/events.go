@@ -31,6 +31,10 @@ const (
 	EventStaleWrite
 	// EventQueued: the client joined the lock's queue at Position.
 	EventQueued
+	// EventUnfenced: an administrator set the fenced store's fence for
+	// Lock back from Highest to Token, the lock's last issued token
+	// (Service.Unfence).
+	EventUnfenced
 )
 
 // Event is something the service did, reported after its transaction
@@ -49,7 +53,8 @@ type Event struct {
 	Cycle     []string  // EventAborted
 	Requester string    // EventAborted
 	Lost      []lk.Hold // EventAborted: the victim's leases, by lock name
-	Highest   int64     // EventStaleWrite
+	Highest   int64     // EventStaleWrite, EventUnfenced
+	By        string    // EventUnfenced: the principal that asked, "" when unknown
 	// Position is the queue entry an event concerns (EventQueued, a
 	// FromQueue EventGranted, EventWithdrawn, and EventAborted of a waiting
 	// client), 0 for none. Positions are never reused on a lock, so a

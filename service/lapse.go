@@ -45,6 +45,9 @@ func (s *Service) retire(tx *repo.Tx, now int64) error {
 		}
 	}
 	if len(lapsed) > 0 {
+		if err := repo.GrantsLapse(tx, now); err != nil {
+			return err
+		}
 		if err := repo.LeasesDeleteExpiredBy(tx, now); err != nil {
 			return err
 		}
@@ -99,6 +102,7 @@ type handOver struct {
 	granted      int64           // waiters granted here
 	lastPosition int64           // the last granted waiter's queue position
 	survivors    []repo.LeaseRow // grants still live after this operation
+	lapsedHere   []repo.LeaseRow // grants made and lapsed in this operation: history rows only
 }
 
 func (s *Service) newHandOver(tx *repo.Tx, lock string, lapseBy int64) *handOver {
@@ -148,6 +152,7 @@ func (h *handOver) grantHeads(at int64) error {
 			At: at, Token: l.Token, ExpiresAt: l.ExpiresAt, FromQueue: true, Position: head.Position, Mode: l.Mode})
 		if l.ExpiresAt <= h.lapseBy {
 			heap.Push(&h.pending, l)
+			h.lapsedHere = append(h.lapsedHere, l)
 		} else {
 			h.survivors = append(h.survivors, l)
 		}
@@ -207,9 +212,17 @@ func (h *handOver) apply() error {
 		if err := repo.LeaseInsert(h.tx, l); err != nil {
 			return err
 		}
+		if err := repo.GrantInsert(h.tx, l); err != nil {
+			return err
+		}
 		h.s.noteExpiry(l.ExpiresAt)
 	}
-	return nil
+	for _, l := range h.lapsedHere {
+		if err := repo.GrantInsertLapsed(h.tx, l); err != nil {
+			return err
+		}
+	}
+	return repo.GrantsPruneLock(h.tx, h.lock, h.lastToken, h.s.history.keep())
 }
 
 // lapseHeap orders leases by (expires_at, lock, token), the order in which

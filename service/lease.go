@@ -44,7 +44,7 @@ func (s *Service) Release(ctx context.Context, ts int64, req lk.ReleaseRequest) 
 		if err := req.Validate(); err != nil {
 			return err
 		}
-		l, deleted, err := repo.LeaseTake(tx, lock, client)
+		l, deleted, err := repo.LeaseEnd(tx, lock, client, lk.EndReleased, ts)
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func (s *Service) Revoke(ctx context.Context, ts int64, req lk.RevokeRequest) (l
 		if err := req.Validate(); err != nil {
 			return err
 		}
-		l, deleted, err := repo.LeaseTake(tx, lock, client)
+		l, deleted, err := repo.LeaseEnd(tx, lock, client, lk.EndRevoked, ts)
 		if err != nil {
 			return err
 		}

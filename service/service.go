@@ -70,6 +70,12 @@ type Service struct {
 	origin string // tells this process's notifications from the others'
 
 	quota StoreQuota // what Write lets a lock's store hold
+	// history bounds the grants table (history.go); historyPruneAt is the
+	// clock at which pruneHistory next looks for rows past history.Days.
+	history        HistoryRetention
+	historyPruneAt int64
+	// strict: Write accepts only tokens granted for the lock (Options.StrictFencing).
+	strict bool
 }
 
 // Options configure Open.
@@ -78,6 +84,14 @@ type Options struct {
 	// StoreQuota bounds the fenced store per lock (quota.go); the zero
 	// value, the contract's, bounds nothing.
 	StoreQuota StoreQuota
+	// History bounds the grant history (history.go); the zero value keeps
+	// the defaults.
+	History HistoryRetention
+	// StrictFencing makes Write refuse, as lk.ErrTokenNotGranted, a token
+	// higher than the lock's last issued one (serve --strict-fencing). The
+	// zero value keeps the contract's L6, which accepts any token at least
+	// the highest accepted, granted or not.
+	StrictFencing bool
 }
 
 // Open opens the service on the database at path: a SQLite file,
@@ -88,7 +102,9 @@ func Open(ctx context.Context, path string, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{db: db, nextExpiry: math.MinInt64, peers: db.HasPeers(), quota: opts.StoreQuota}
+	s := &Service{db: db, nextExpiry: math.MinInt64, peers: db.HasPeers(), quota: opts.StoreQuota,
+		history: opts.History, historyPruneAt: math.MinInt64,
+		strict: opts.StrictFencing}
 	if s.peers {
 		s.origin = newOrigin()
 	}

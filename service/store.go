@@ -13,13 +13,33 @@ import (
 // token the fenced store accepted for lock (L6), and returns lk.ErrStaleToken,
 // changing nothing, otherwise. The store never looks at leases. Beyond the
 // service's StoreQuota (none in the contract), it returns lk.ErrQuotaExceeded
-// and changes nothing either; a stale token is reported first.
+// and changes nothing either; a stale token is reported first. Under
+// Options.StrictFencing, a token never granted for lock is refused before
+// either, as lk.ErrTokenNotGranted (fencing.go).
 func (s *Service) Write(ctx context.Context, ts int64, req lk.WriteRequest) (lk.WriteResult, error) {
+	return s.WriteAs(ctx, ts, req, nil)
+}
+
+// WriteAs is Write by a caller that may act only as the client ids mayActAs
+// accepts (a client principal of an auth file); nil for any. Under
+// Options.StrictFencing, the token must then have been granted to one of
+// them, by its row of grants, or the write is refused as
+// lk.ErrTokenNotGranted (fencing.go).
+func (s *Service) WriteAs(ctx context.Context, ts int64, req lk.WriteRequest, mayActAs func(client string) bool) (lk.WriteResult, error) {
 	lock, token := req.Lock, req.Token
 	var refused error // not the transaction's error: the time advance and the lapses stand
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
 		if err := req.Validate(); err != nil {
 			return err
+		}
+		if s.strict {
+			// Checked first: a token never granted is refused as such,
+			// whatever the fence, so that it can neither raise the fence
+			// nor pass for merely stale.
+			var err error
+			if refused, err = s.granted(tx, req, mayActAs); refused != nil || err != nil {
+				return err
+			}
 		}
 		size := int64(len(req.Key) + len(req.Value))
 		if s.quota.bounded() {

@@ -87,6 +87,9 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	if err := s.retire(tx, ts); err != nil {
 		return err
 	}
+	if err := s.pruneHistory(tx, ts); err != nil {
+		return err
+	}
 	if err = fn(tx); err != nil && !lk.IsContract(err) {
 		return err
 	}

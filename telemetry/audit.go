@@ -131,6 +131,12 @@ func (t *Telemetry) Audit(events []service.Event, principal func(client string) 
 		case service.EventStaleWrite:
 			line("stale_write", slog.String("lock", e.Lock), slog.Int64("token", e.Token),
 				slog.Int64("highest", e.Highest), slog.Int64("at", e.At))
+		case service.EventUnfenced:
+			attrs := []slog.Attr{slog.String("lock", e.Lock), slog.Int64("was", e.Highest), slog.Int64("highest", e.Token)}
+			if e.By != "" {
+				attrs = append(attrs, slog.String("principal", e.By))
+			}
+			line("unfence", append(attrs, slog.Int64("at", e.At))...)
 		}
 	}
 	if group == 0 {
@@ -185,7 +191,7 @@ func (t *Telemetry) Recover(svc *service.Service) {
 
 // eventLines are the messages of the lines a transaction writes.
 var eventLines = map[string]bool{"grant": true, "lapse": true, "release": true, "withdraw": true,
-	"revoke": true, "deadlock_abort": true, "stale_write": true}
+	"revoke": true, "deadlock_abort": true, "stale_write": true, "unfence": true}
 
 // auditLine is the part of an audit line that Recover reads.
 type auditLine struct {
@@ -198,6 +204,8 @@ type auditLine struct {
 	Position   int64     `json:"position"`
 	WaitingFor string    `json:"waiting_for"`
 	Lost       []lk.Hold `json:"lost"`
+	Was        int64     `json:"was"`
+	Highest    int64     `json:"highest"`
 }
 
 // witnesses turns a group's lines into what the database can check.
@@ -213,6 +221,8 @@ func witnesses(lines []auditLine) []service.Witness {
 			ws = append(ws, service.Witness{Kind: service.WitnessEnd, Lock: l.Lock, Client: l.Client, Token: l.Token})
 		case "withdraw":
 			ws = append(ws, service.Witness{Kind: service.WitnessDequeue, Lock: l.Lock, Position: l.Position})
+		case "unfence":
+			ws = append(ws, service.Witness{Kind: service.WitnessUnfence, Lock: l.Lock, Token: l.Highest, Fence: l.Was})
 		case "deadlock_abort":
 			if l.WaitingFor != "" {
 				ws = append(ws, service.Witness{Kind: service.WitnessDequeue, Lock: l.WaitingFor, Position: l.Position})

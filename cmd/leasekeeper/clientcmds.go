@@ -17,11 +17,12 @@ import (
 )
 
 // clientCommands are the commands that talk to a running server
-// (acquire, renew, release, revoke, inspect, status, locks, write, read, exec).
+// (acquire, renew, release, revoke, inspect, status, locks, history, write,
+// read, exec, unfence).
 func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		newAcquireCmd(), newRenewCmd(), newReleaseCmd(), newRevokeCmd(), newInspectCmd(), newStatusCmd(),
-		newLocksCmd(), newWriteCmd(), newReadCmd(), newExecCmd(),
+		newLocksCmd(), newHistoryCmd(), newWriteCmd(), newReadCmd(), newExecCmd(), newUnfenceCmd(),
 	}
 }
 
@@ -433,7 +434,8 @@ least the highest token the store accepted for LOCK, and prints
 {"outcome": "ok"}.
 
 Exit status: 0 written; 1 an error answer ("stale_token" when a higher token
-was accepted); 2 usage; 3 no answer from the server.`,
+was accepted, "token_not_granted" when --token was never granted for LOCK on
+a server with --strict-fencing); 2 usage; 3 no answer from the server.`,
 	}
 	cmd.Flags().Int64Var(&token, "token", 0, "the fencing token of the writer's lease (required)")
 	return clientCmd(cmd, 3, func(cmd *cobra.Command, args []string, c *client.Client) error {

@@ -55,13 +55,13 @@ var docsTestSpecs = []docsTestSpec{
 	{
 		path:    "docs/api.md",
 		outside: "curl ",
-		covers: []string{"/v1/acquire", "/v1/renew", "/v1/release", "/v1/revoke", "/v1/write", "/v1/read",
+		covers: []string{"/v1/acquire", "/v1/renew", "/v1/release", "/v1/revoke", "/v1/unfence", "/v1/write", "/v1/read",
 			"/v1/inspect", "/v1/status", "/v1/locks", "/v1/health", "/v1/openapi.json", "/metrics", `"wait"`,
 			"limit=", "after=", "prefix="},
 	},
 	{
 		path: "docs/cli.md",
-		covers: []string{"leasekeeper acquire", "leasekeeper renew", "leasekeeper release", "leasekeeper revoke",
+		covers: []string{"leasekeeper acquire", "leasekeeper renew", "leasekeeper release", "leasekeeper revoke", "leasekeeper unfence",
 			"leasekeeper inspect", "leasekeeper status", "leasekeeper locks", "leasekeeper write", "leasekeeper read",
 			"leasekeeper exec", "leasekeeper version", "--pretty", "--prefix", "--wait"},
 	},

@@ -36,7 +36,9 @@ are replayed, and with --check the results are compared with its want.
 The service's state lives in memory unless --db names a SQLite file or a
 PostgreSQL database (a postgres:// URL); it must be new or empty, and after
 the run it holds the final lock state for sqlite3 or psql to read (tables
-locks, leases, queue_entries, clients, store_fences, store_values).`,
+locks, leases, grants, queue_entries, clients, store_fences, store_values).
+The grant history is kept as serve keeps it by default (the ended grants of
+each lock's last 1,000 tokens, for 30 days of the replay's time).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := cmd.InOrStdin()

@@ -61,6 +61,8 @@ closes its connection (docs/deployment.md).`,
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the server's run to this file")
 	cmd.Flags().StringVar(&auditLog, "audit-log", "", "append the audit log (JSON lines) to this file instead of standard error")
 	addQuotaFlags(cmd)
+	addFencingFlag(cmd)
+	addHistoryFlags(cmd)
 	addReadyFileFlag(cmd)
 	return cmd
 }
@@ -96,7 +98,12 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	// FULL: WAL with synchronous=NORMAL survives a killed process but may
 	// lose the last commits on power loss; FULL syncs the WAL at every
 	// commit, so an acknowledged operation is on disk.
-	svc, err := service.Open(ctx, dbPath, service.Options{Options: repo.Options{Synchronous: "FULL"}, StoreQuota: storeQuota(cmd)})
+	history, err := historyRetention(cmd)
+	if err != nil {
+		return err
+	}
+	svc, err := service.Open(ctx, dbPath, service.Options{Options: repo.Options{Synchronous: "FULL"}, StoreQuota: storeQuota(cmd),
+		StrictFencing: strictFencing(cmd), History: history})
 	if err != nil {
 		return err
 	}

@@ -144,6 +144,7 @@ func TestSchemasMatchTypes(t *testing.T) {
 		{lk.ReleaseResult{}, "ReleaseResult", nil},
 		{lk.RevokeResult{}, "RevokeResult", nil},
 		{lk.WriteResult{}, "WriteResult", nil},
+		{lk.UnfenceResult{}, "UnfenceResult", nil},
 		{lk.ReadResult{}, "ReadResult", nil},
 		{lk.InspectResult{}, "InspectResult", nil},
 		{lk.Holder{}, "Holder", nil},
@@ -153,6 +154,8 @@ func TestSchemasMatchTypes(t *testing.T) {
 		{lk.WaitingFor{}, "WaitingFor", nil},
 		{lk.LockSummary{}, "LockSummary", nil},
 		{lk.LocksResult{}, "LocksResult", nil},
+		{lk.GrantRecord{}, "GrantRecord", nil},
+		{lk.HistoryResult{}, "HistoryResult", nil},
 		{lk.HealthResult{}, "HealthResult", nil},
 		{lk.ReadyResult{}, "ReadyResult", nil},
 
@@ -163,6 +166,7 @@ func TestSchemasMatchTypes(t *testing.T) {
 		{lk.ReleaseRequest{}, "ReleaseRequest", nil},
 		{lk.RevokeRequest{}, "RevokeRequest", nil},
 		{lk.WriteRequest{}, "WriteRequest", nil},
+		{lk.UnfenceRequest{}, "UnfenceRequest", nil},
 	}
 	for _, s := range schemas {
 		typ := reflect.TypeOf(s.typ)
@@ -184,6 +188,7 @@ func TestSchemasMatchTypes(t *testing.T) {
 		{lk.StatusRequest{}, "/v1/status"},
 		{lk.ReadRequest{}, "/v1/read"},
 		{lk.LocksRequest{}, "/v1/locks"},
+		{lk.HistoryRequest{}, "/v1/history"},
 	}
 	for _, g := range gets {
 		typ := reflect.TypeOf(g.typ)
@@ -259,6 +264,16 @@ func TestEnumsMatchConstants(t *testing.T) {
 	}
 	if got, want := enum(t, at(t, doc, "#/components/schemas/Mode")), constants(t, "Mode"); !slices.Equal(got, want) {
 		t.Errorf("Mode's enum is %v; the root package has %v", got, want)
+	}
+	// A grant's endings, and null for a live lease.
+	var endings []string
+	for _, v := range at(t, doc, "#/components/schemas/GrantRecord/properties/ended")["enum"].([]any) {
+		if v != nil {
+			endings = append(endings, v.(string))
+		}
+	}
+	if slices.Sort(endings); !slices.Equal(endings, constants(t, "Ending")) {
+		t.Errorf("GrantRecord's endings are %v; results.go has %v", endings, constants(t, "Ending"))
 	}
 	// Every outcome property's values, over all schemas.
 	set := map[string]bool{}

@@ -45,7 +45,7 @@ func (m *Model) abort(name string, ts int64) {
 	sort.Strings(locks)
 	for _, lockName := range locks {
 		le := c.holds[lockName]
-		m.removeLease(le)
+		m.removeLease(le, endAborted, ts)
 		m.grantQueue(le.lock, ts)
 	}
 	delete(m.clients, name)

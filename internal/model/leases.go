@@ -48,6 +48,10 @@ func compatible(l *lock, mode string) bool {
 func (m *Model) grant(l *lock, clientName, mode string, ttl, start int64) *lease {
 	l.counter++
 	le := &lease{lock: l, client: clientName, mode: mode, token: l.counter, expiresAt: expiry(start, ttl)}
+	if m.history != nil {
+		le.grant = &Grant{Lock: l.name, Token: le.token, Client: clientName, Mode: mode, GrantedAt: start, lease: le}
+		m.history = append(m.history, le.grant)
+	}
 	l.holders = append(l.holders, le)
 	m.held[l] = true
 	m.clients[clientName].holds[l.name] = le
@@ -55,8 +59,12 @@ func (m *Model) grant(l *lock, clientName, mode string, ttl, start int64) *lease
 	return le
 }
 
-// removeLease ends a lease (release, lapse or abort). The caller runs S3.
-func (m *Model) removeLease(le *lease) {
+// removeLease ends a lease (release, lapse or abort: how) at instant at.
+// The caller runs S3.
+func (m *Model) removeLease(le *lease, how string, at int64) {
+	if le.grant != nil {
+		le.grant.Ended, le.grant.EndedAt = how, at
+	}
 	l := le.lock
 	i := slices.Index(l.holders, le)
 	l.holders = slices.Delete(l.holders, i, i+1)
@@ -145,7 +153,7 @@ func (m *Model) advance(ts int64) {
 		le := due[0]
 		due = due[1:]
 		l := le.lock
-		m.removeLease(le)
+		m.removeLease(le, endLapsed, le.expiresAt)
 		issued := l.counter
 		m.grantQueue(l, le.expiresAt)
 		for _, h := range l.holders {

@@ -51,6 +51,7 @@ type lease struct {
 	mode      string
 	token     int64
 	expiresAt int64
+	grant     *Grant // its record in the history, when the model keeps one
 }
 
 // waiter is one queued acquire (L4); it keeps the requested ttl because the
@@ -105,6 +106,10 @@ type Model struct {
 	// aborted counts every client ever aborted by D4; repeat tallies its
 	// growth under "aborted" (docs/contract.md section 5).
 	aborted int64
+
+	// history is every grant, in grant order, once KeepHistory was called
+	// (history.go); nil otherwise.
+	history []*Grant
 }
 
 // New returns a fresh service state: no locks, no clients, an empty store and

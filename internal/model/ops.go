@@ -93,7 +93,7 @@ func (m *Model) release(ts int64, args []any) any {
 		return errInvalidArguments
 	}
 	if le := m.leaseOf(clientName, lockName); le != nil {
-		m.removeLease(le)
+		m.removeLease(le, endReleased, ts)
 		m.grantQueue(le.lock, ts)
 		return "released"
 	}

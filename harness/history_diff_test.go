@@ -1,0 +1,115 @@
+package harness_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/model"
+	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/repo"
+)
+
+// TestHistoryDifferential runs TestDifferential's random sequences through
+// the service and the reference model, and requires the service's grant
+// history (the grants table, read with History) to be the model's: every
+// token with its client, mode, granted_at and last expires_at, and for
+// each lease that ended, how (released, lapsed, aborted) and when (a
+// lapse at its expires_at, however late it was noticed).
+//
+// LEASEKEEPER_DIFF_SEQUENCES and LEASEKEEPER_DIFF_SEED as for
+// TestDifferential (a tenth of its sequences by default).
+func TestHistoryDifferential(t *testing.T) {
+	n := envInt(t, "LEASEKEEPER_DIFF_SEQUENCES", 300)
+	if testing.Short() {
+		n = 50
+	}
+	seed := uint64(envInt(t, "LEASEKEEPER_DIFF_SEED", int(time.Now().UnixNano()%1e9)))
+	t.Logf("%d sequences, seed %d (LEASEKEEPER_DIFF_SEED=%d reproduces them)", n, seed, seed)
+	for i := 0; i < n; i++ {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		if !historiesAgree(t, genSequence(rng), fmt.Sprintf("seed %d sequence %d", seed, i)) {
+			return
+		}
+	}
+}
+
+// historyLocks are every lock name genSequence uses, in byte order, as
+// Model.History lists them.
+func historyLocks() []string {
+	names := append([]string(nil), diffLocks...)
+	for i := 0; i < 10; i++ {
+		names = append(names, fmt.Sprintf("L%d", i))
+	}
+	slices.Sort(names)
+	return names
+}
+
+func historiesAgree(t *testing.T, ops []any, label string) bool {
+	t.Helper()
+	ctx := context.Background()
+	m := model.New()
+	m.KeepHistory()
+	for _, op := range ops {
+		b, err := json.Marshal(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Step(b)
+	}
+	ts, ok := m.Clock()
+	if !ok {
+		return true // nothing ever ran
+	}
+	// History is an operation at ts: it retires the leases ended by ts
+	// (at the end of time, a lease granted at ts). So does an inspect.
+	m.Step(json.RawMessage(fmt.Sprintf(`["inspect", %d, "L"]`, ts)))
+	svc := testutil.OpenService(t, repo.MemoryPath)
+	defer svc.Close()
+	if _, err := harness.Run(ctx, svc, ops); err != nil {
+		t.Fatalf("%s: engine failed: %v", label, err)
+	}
+	var want strings.Builder
+	for _, g := range m.History() {
+		end := "live"
+		if g.Ended != "" {
+			end = fmt.Sprintf("%s@%d", g.Ended, g.EndedAt)
+		}
+		fmt.Fprintf(&want, "%s/%d %s %s %d-%d %s\n", g.Lock, g.Token, g.Client, g.Mode, g.GrantedAt, g.ExpiresAt, end)
+	}
+	var got strings.Builder
+	for _, lock := range historyLocks() {
+		res, err := svc.History(ctx, ts, lk.HistoryRequest{Lock: lock, Limit: lk.MaxLocksLimit})
+		if err != nil {
+			t.Fatalf("%s: history of %s: %v", label, lock, err)
+		}
+		if res.Next != nil {
+			t.Fatalf("%s: history of %s has more than a page", label, lock)
+		}
+		// By token, as the model lists them.
+		for i := len(res.Grants) - 1; i >= 0; i-- {
+			g := res.Grants[i]
+			end := "live"
+			if g.Ended != nil || g.EndedAt != nil {
+				end = "half-ended"
+				if g.Ended != nil && g.EndedAt != nil {
+					end = fmt.Sprintf("%s@%d", *g.Ended, *g.EndedAt)
+				}
+			}
+			fmt.Fprintf(&got, "%s/%d %s %s %d-%d %s\n", g.Lock, g.Token, g.Client, g.Mode, g.GrantedAt, g.ExpiresAt, end)
+		}
+	}
+	if got.String() != want.String() {
+		all, _ := json.Marshal(ops)
+		t.Errorf("%s: the service's grant history:\n%sthe model's:\n%swhole sequence:\n%s", label, got.String(), want.String(), all)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,149 @@
+package service
+
+import (
+	"context"
+	"math"
+	"strconv"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/repo"
+)
+
+// The grant history: the grants table, one row per token granted, which
+// the rules write as they grant and end leases (acquire.go, lapse.go,
+// lease.go, deadlock.go; SQL in repo/grants.go), and History, which reads
+// it.
+
+// HistoryRetention bounds the grant history. A live lease's row is never
+// pruned.
+type HistoryRetention struct {
+	// Keep is how many of a lock's last tokens keep their rows once ended
+	// (serve --history-keep); 0 means DefaultHistoryKeep.
+	Keep int64
+	// Days is how long an ended row is kept after its lease ended
+	// (serve --history-days); 0 means DefaultHistoryDays.
+	Days int64
+}
+
+const (
+	DefaultHistoryKeep = 1000
+	DefaultHistoryDays = 30
+)
+
+func (r HistoryRetention) keep() int64 {
+	if r.Keep <= 0 {
+		return DefaultHistoryKeep
+	}
+	return r.Keep
+}
+
+func (r HistoryRetention) days() int64 {
+	if r.Days <= 0 {
+		return DefaultHistoryDays
+	}
+	return r.Days
+}
+
+// historyPruneBatch is how many rows past their days one operation deletes
+// at most, and historyPruneEvery how often (in the service's seconds) it
+// looks while it finds fewer: small batches, so that no operation, and no
+// group commit, waits long behind the pruning.
+const (
+	historyPruneBatch = 256
+	historyPruneEvery = 60
+)
+
+// pruneHistory deletes a batch of rows that ended more than Days before ts,
+// when it is time to look (historyPruneAt). A full batch means there may be
+// more: the next operation looks again. It costs an operation nothing
+// between looks; the server's lapse timer and every request make the
+// operations.
+func (s *Service) pruneHistory(tx *repo.Tx, ts int64) error {
+	if ts < s.historyPruneAt {
+		return nil
+	}
+	before := ts - s.history.days()*86400
+	if ts < math.MinInt64+s.history.days()*86400 {
+		before = math.MinInt64
+	}
+	n, err := repo.GrantsPruneEndedBefore(tx, before, historyPruneBatch)
+	if err != nil {
+		return err
+	}
+	s.historyPruneAt = ts
+	if n < historyPruneBatch {
+		s.historyPruneAt = lk.AddTime(ts, historyPruneEvery)
+	}
+	return nil
+}
+
+// History returns a page of the grant history of req.Lock or req.Client,
+// newest first, at ts: the leases that lapsed by ts have ended.
+func (s *Service) History(ctx context.Context, ts int64, req lk.HistoryRequest) (lk.HistoryResult, error) {
+	var out lk.HistoryResult
+	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
+		if err := req.Validate(); err != nil {
+			return err
+		}
+		var err error
+		out, err = historyPage(tx, req)
+		return err
+	})
+	return out, err
+}
+
+// ReadHistory is History read apart (read.go). A row of a lease that ended
+// by ts but is not retired yet would still show it live, and its
+// retirement may grant its lock to a waiter: then it answers ErrNeedsTx.
+func (s *Service) ReadHistory(ctx context.Context, ts int64, req lk.HistoryRequest) (lk.HistoryResult, error) {
+	var out lk.HistoryResult
+	if err := req.Validate(); err != nil {
+		return out, err
+	}
+	if !s.db.CanReadApart() {
+		return out, ErrNeedsTx
+	}
+	err := s.db.Read(ctx, func(tx *repo.Tx) error {
+		var err error
+		if out, err = historyPage(tx, req); err != nil {
+			return err
+		}
+		for _, g := range out.Grants {
+			if g.Ended == nil && g.ExpiresAt <= ts {
+				return ErrNeedsTx
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func historyPage(tx *repo.Tx, req lk.HistoryRequest) (lk.HistoryResult, error) {
+	var out lk.HistoryResult
+	var more bool
+	var err error
+	if req.Lock != "" {
+		var before int64
+		if req.Before != "" {
+			before, _ = strconv.ParseInt(req.Before, 10, 64) // Validate checked it
+		}
+		out.Grants, more, err = repo.GrantsOfLock(tx, req.Lock, before, req.Limit)
+		if err == nil && more {
+			next := strconv.FormatInt(out.Grants[len(out.Grants)-1].Token, 10)
+			out.Next = &next
+		}
+		return out, err
+	}
+	var after *lk.ClientCursor
+	if req.Before != "" {
+		c, _ := lk.ParseClientCursor(req.Before) // Validate checked it
+		after = &c
+	}
+	out.Grants, more, err = repo.GrantsOfClient(tx, req.Client, after, req.Limit)
+	if err == nil && more {
+		last := out.Grants[len(out.Grants)-1]
+		next := lk.ClientCursor{GrantedAt: last.GrantedAt, Token: last.Token, Lock: last.Lock}.String()
+		out.Next = &next
+	}
+	return out, err
+}
