@@ -134,11 +134,15 @@ func (d *DB) recover(ctx context.Context) error {
 }
 
 // failed notes a statement's error and tells a lost database from a bug:
-// on PostgreSQL an error of the connection, of a failover or of a timeout
-// comes back wrapped in lk.ErrUnavailable.
+// on PostgreSQL an error of the connection, of a failover or of a timeout,
+// on SQLite a full disk or a failed write (sqliteFailed), comes back
+// wrapped in lk.ErrUnavailable.
 func (d *DB) failed(err error) error {
-	if err == nil || !d.postgres() || errors.Is(err, sql.ErrNoRows) {
+	if err == nil || errors.Is(err, sql.ErrNoRows) {
 		return err
+	}
+	if !d.postgres() {
+		return sqliteFailed(err)
 	}
 	d.suspect = true
 	var pe *pgconn.PgError

@@ -21,9 +21,10 @@ const ReadyTimeout = 2 * time.Second
 // the database handle is a single connection owned by the committer
 // (package repo), so a query beside it would wait for it anyway, and a
 // group that commits proves more (PostgreSQL: the connection, the
-// service-row lock, a primary that accepts writes) than a ping. On a busy
-// server the probe rides in a group that forms anyway; on an idle one it
-// costs an empty transaction.
+// service-row lock, a primary that accepts writes) than a ping. The group
+// writes the service row (WriteProbe): a group that writes nothing commits
+// on a full disk. On a busy server the probe rides in a group that forms
+// anyway; on an idle one it costs a transaction that writes one row.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if !s.allowed(w, r, Access{Op: "ready"}) {
 		return
@@ -40,7 +41,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	// deadline bounds that) or when the server closes.
 	done := make(chan error, 1)
 	go func() {
-		done <- s.submit(context.WithoutCancel(r.Context()), "ready", func(context.Context, int64) error { return nil })
+		done <- s.submit(context.WithoutCancel(r.Context()), "ready", func(context.Context, int64) error {
+			s.svc.WriteProbe()
+			return nil
+		})
 	}()
 	timer := time.NewTimer(ReadyTimeout)
 	defer timer.Stop()
