@@ -49,6 +49,9 @@ type DB struct {
 	dialect dialect
 	texts   []string        // every registered statement's text for dialect, by statement
 	pgcfg   *pgx.ConnConfig // PostgreSQL only: for Listen's own connection
+	// lockTimeout: PostgreSQL only, whether the writer's connection gets
+	// ServiceLockTimeout (false when the URL sets lock_timeout).
+	lockTimeout bool
 	// channel is the notification channel of this database's servers.
 	// Channels are per database, not per schema: the name is the schema's,
 	// so that deployments in two schemas of one database never hear each

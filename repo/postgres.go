@@ -39,9 +39,10 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 	}
 	// Every transaction holds the lock all servers queue for, so none may
 	// hold it long: a server that stalls inside one (paused, partitioned)
-	// has it cut off after 10 s, and a server that cannot get the lock in
-	// 10 s answers "unavailable" rather than hanging. The URL may set
-	// other values.
+	// has it cut off after 10 s. The writer waits for the lock for
+	// ServiceLockTimeout only (serviceLockTimeout); other sessions
+	// (migrations, reads) keep 10 s. The URL may set other values.
+	_, urlLockTimeout := cfg.RuntimeParams["lock_timeout"]
 	for k, v := range map[string]string{
 		"idle_in_transaction_session_timeout": "10s",
 		"lock_timeout":                        "10s",
@@ -80,6 +81,10 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 	d, err := newDB(sdb, conn, postgresDialect{})
 	var schema string
 	if err == nil {
+		d.pgcfg, d.lockTimeout = cfg, !urlLockTimeout
+		err = d.serviceLockTimeout(ctx)
+	}
+	if err == nil {
 		err = conn.GetContext(ctx, &schema, d.texts[qCurrentSchema])
 	}
 	if err != nil {
@@ -87,8 +92,27 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	d.pgcfg, d.channel = cfg, notifyChannel(schema)
+	d.channel = notifyChannel(schema)
 	return d, nil
+}
+
+// ServiceLockTimeout bounds how long the writer's transaction waits for the
+// service row (Lock) before it fails as unavailable, rolled back with
+// nothing done: a peer that holds the row for long, its connection to the
+// database slow, must not hold this server's requests past their clients'
+// patience (10 s), and each request may queue behind one group's wait
+// before its own. A healthy peer holds the row for milliseconds.
+const ServiceLockTimeout = 2 * time.Second
+
+// serviceLockTimeout sets ServiceLockTimeout on the writer's connection,
+// unless the URL sets lock_timeout. Every lock the writer waits for is the
+// service row's: it takes that first, and with it every other.
+func (d *DB) serviceLockTimeout(ctx context.Context) error {
+	if !d.lockTimeout {
+		return nil
+	}
+	_, err := d.conn.ExecContext(ctx, fmt.Sprintf("SET lock_timeout = %d", ServiceLockTimeout.Milliseconds()))
+	return err
 }
 
 // notifyChannel names the channel for schema: "leasekeeper." and the
@@ -130,6 +154,10 @@ func (d *DB) recover(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
 	}
 	d.conn, d.suspect = conn, false
+	if err := d.serviceLockTimeout(ctx); err != nil {
+		d.suspect, d.replace = true, true // a ping would not set it
+		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
+	}
 	return nil
 }
 

@@ -172,8 +172,8 @@ func (s *Service) Group(ctx context.Context, fn func()) (err error) {
 // database where that fails them all.
 var errGroupFailed = errors.New("service: an operation of the group failed, so none of it was committed")
 
-// txDeadline bounds a transaction on a database with peers, lock wait (10 s at
-// most, repo's lock_timeout) included. Past it the statement under way is cut
+// txDeadline bounds a transaction on a database with peers, lock wait (2 s at
+// most, repo.ServiceLockTimeout) included. Past it the statement under way is cut
 // off with its connection, and the transaction fails as unavailable: a
 // database that stalls (a synchronous standby gone, a network that drops
 // packets) must not hold the server, nor everything queued behind it.
