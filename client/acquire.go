@@ -49,6 +49,10 @@ const withdrawAttempt = 5 * time.Second
 //     client's; every lease the client held is gone;
 //   - ErrWithdrawn when a release from elsewhere withdrew the request during
 //     the wait;
+//   - a *GrantLostError (matching ErrNotHolder) when a grant that took over
+//     a second to answer came from the queue and the renew sent to confirm
+//     it was refused: the lease lapsed before the answer arrived (a pause
+//     of the server or of this process), so it was never safe to use;
 //   - an *Error for an error result: ErrClientBusy (the client already waits
 //     for a lock or holds this one), ErrInvalidTTL, ErrInvalidArguments,
 //     lk.ErrRateLimited once the retries after Retry-After have run out
@@ -110,17 +114,38 @@ func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) 
 		default:
 			return nil, fmt.Errorf("%s: unexpected outcome %q", pathAcquire, res.Outcome)
 		}
-		// A grant that took a while came from the queue: the lease started
-		// when the previous one ended, in the server's time, which this
-		// machine's clock may not match, so the first renew goes out at
-		// once to learn how long the lease really has.
-		waited := recv.Sub(send) > time.Second
-		base := send
-		if waited {
-			base = recv
+		if recv.Sub(send) <= time.Second {
+			return startLease(c, opts.Client, lock, opts.TTL, res, send, false), nil
 		}
-		return startLease(c, opts.Client, lock, opts.TTL, res, base, waited), nil
+		return c.confirmGrant(ctx, opts, lock, res, send)
 	}
+}
+
+// confirmGrant renews a grant that took a while to answer before handing it
+// to the caller. Such a grant came from the queue at an instant between the
+// acquire's send and its answer, in the server's time: all this machine
+// knows is that the lease ends no earlier than send+ttl (less the second
+// the server's clock rounds away). After a long wait, or a server or
+// process paused between the grant and its answer, that may already be
+// past, and the lease may have lapsed and gone to a successor: counting it
+// from the answer would leave Lost open while a successor holds the lock.
+// A renew answered says how long the lease really has, counted from the
+// renew's own send; a renew refused means the lease is already gone.
+func (c *Client) confirmGrant(ctx context.Context, opts AcquireOptions, lock string, res lk.AcquireResult, send time.Time) (*Lease, error) {
+	renewSend := time.Now()
+	r, err := c.Renew(ctx, opts.Client, lock, opts.TTL)
+	var e *Error
+	switch {
+	case err == nil:
+		res.ExpiresAt = r.ExpiresAt
+		return startLease(c, opts.Client, lock, opts.TTL, res, renewSend, false), nil
+	case errors.As(err, &e) && e.Status != 0 && !transient(e.Status):
+		return nil, &GrantLostError{Token: res.Token, Err: err}
+	}
+	// No answer: the lease counts from the acquire's send, and the
+	// keep-alive goes on trying at once; if that moment has passed, Lost
+	// closes at once.
+	return startLease(c, opts.Client, lock, opts.TTL, res, send, true), nil
 }
 
 // withdraw releases client's request on lock after an acquire whose outcome

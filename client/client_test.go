@@ -813,3 +813,58 @@ func TestUnavailableWithdraws(t *testing.T) {
 		t.Error("no release was sent for the acquire whose outcome is unknown")
 	}
 }
+
+// A grant from the queue whose lease lapsed before its answer reached the
+// client (a pause of the process, as in incident INC-5127, or of the
+// server) is no lease: Acquire confirms a grant that took over a second with
+// a renew, and returns a *GrantLostError when the renew is refused, instead
+// of a Lease whose Lost stays open while a successor may hold the lock.
+func TestWaitGrantLapsedBeforeAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	clock := server.NewManualClock(time.Unix(1_700_000_000, 0))
+	s := newServer(t, clock)
+	a, err := s.AcquireOnce(ctx, "L", client.AcquireOptions{Client: "a", TTL: 5 * time.Second})
+	if err != nil || a.Outcome != lk.Granted {
+		t.Fatalf("a's acquire: %+v, %v", a, err)
+	}
+	// The answer of b's waiting acquire is held back while the server's
+	// clock runs past the lease it grants, as a paused job would find it.
+	slow := client.New(s.URL, client.WithHTTPClient(validated(t, roundTripper(func(r *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err == nil && r.URL.Path == "/v1/acquire" {
+			time.Sleep(1100 * time.Millisecond)
+			clock.Advance(10 * time.Second)
+			testutil.Eventually(t, 5*time.Second, "b's lease lapsed", func() bool {
+				st, err := s.Inspect(ctx, "L")
+				return err == nil && len(st.Holders) == 0
+			})
+		}
+		return resp, err
+	}))))
+	got := make(chan error, 1)
+	go func() {
+		l, err := slow.Acquire(ctx, "L", client.AcquireOptions{Client: "b", TTL: 5 * time.Second, Wait: 30 * time.Second})
+		if l != nil {
+			l.Release(ctx)
+			err = fmt.Errorf("Acquire returned a lease (token %d, Err %v) that had lapsed before its answer", l.Token(), l.Err())
+		}
+		got <- err
+	}()
+	testutil.Eventually(t, 5*time.Second, "b queued on L", func() bool {
+		st, err := s.Inspect(ctx, "L")
+		return err == nil && len(st.Queue) == 1
+	})
+	if _, err := s.Release(ctx, "a", "L"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		var lost *client.GrantLostError
+		if !errors.As(err, &lost) || lost.Token != 2 || !errors.Is(err, client.ErrNotHolder) {
+			t.Errorf("Acquire = %v, want a *GrantLostError for token 2 matching ErrNotHolder", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("b's Acquire not answered")
+	}
+}

@@ -129,6 +129,24 @@ func (e *QueuedError) Error() string {
 
 func (e *QueuedError) Is(target error) bool { return target == ErrQueued }
 
+// GrantLostError is Acquire's error when the lock was granted from the
+// queue but the lease was gone by the time the grant's answer arrived: the
+// renew Acquire sends to confirm a grant that took over a second to answer
+// was refused (the lease lapsed meanwhile, the server or this process
+// having been paused, or was released or aborted from elsewhere). Nothing
+// is held; a successor may hold the lock. It matches ErrNotHolder through
+// Err.
+type GrantLostError struct {
+	Token int64 // the token of the lost grant
+	Err   error // the renew's refusal
+}
+
+func (e *GrantLostError) Error() string {
+	return fmt.Sprintf("granted token %d from the queue, but the lease was gone before its answer arrived: %v", e.Token, e.Err)
+}
+
+func (e *GrantLostError) Unwrap() error { return e.Err }
+
 // DeadlockError is Acquire's answer when the requesting client was aborted as
 // a deadlock victim (D5). It matches ErrDeadlock.
 type DeadlockError struct {
