@@ -1,6 +1,10 @@
 package repo
 
-import "database/sql"
+import (
+	"database/sql"
+
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
+)
 
 // Counters are the service row: the clock and the registration counter.
 type Counters struct {
@@ -48,7 +52,11 @@ func ServiceCountersSet(tx *Tx, c Counters) error {
 // it fall behind the stored clock.
 func Lock(tx *Tx) (c Counters, dbNow float64, err error) {
 	var clock sql.NullInt64
-	if _, err = tx.row(qLockServiceRow, nil, &clock, &c.LastClientAge); err != nil {
+	q := qLockServiceRow
+	if failpoint.Enabled(failpoint.SkipServiceLock) {
+		q = qServiceCounters // the fault: the row is read, not locked
+	}
+	if _, err = tx.row(q, nil, &clock, &c.LastClientAge); err != nil {
 		return c, 0, err
 	}
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid

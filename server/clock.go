@@ -3,6 +3,8 @@ package server
 import (
 	"sync"
 	"time"
+
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
 // Clock is where the server reads time; tests drive a ManualClock.
@@ -14,7 +16,11 @@ type Clock interface {
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                         { return time.Now() }
+// Now is the machine's clock, stepped by the failpoint clock-step-back in
+// a build with failpoints (ClockOffset is a constant 0 without the tag).
+// Timers (After) run on the monotonic clock, which a step of the
+// machine's clock does not move either.
+func (realClock) Now() time.Time                         { return time.Now().Add(failpoint.ClockOffset()) }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // ManualClock is a Clock that moves only when told to.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -172,7 +173,7 @@ func (s *Server) tick() int64 {
 	if c, ok := s.svc.Clock(); ok && s.svc.HasPeers() && c > ts {
 		ts = c
 	}
-	if last := s.lastTS.Load(); ts < last {
+	if last := s.lastTS.Load(); ts < last && !failpoint.Enabled(failpoint.TimeBackwards) {
 		ts = last
 	}
 	s.lastTS.Store(ts)
@@ -267,13 +268,26 @@ func (s *Server) commitLoop() {
 		// statement cut off half-way would only turn into an error.
 		ctx := context.WithoutCancel(s.ctx)
 		start := time.Now()
+		answered := false
 		err := s.svc.Group(ctx, func() {
 			for _, c := range group {
 				s.run(ctx, c)
 			}
+			if failpoint.Enabled(failpoint.AnswerBeforeCommit) {
+				// The fault: answers sent for a transaction not yet
+				// durable; the sleep widens the window a kill -9 needs.
+				for _, c := range group {
+					close(c.done)
+				}
+				answered = true
+				time.Sleep(20 * time.Millisecond)
+			}
 		})
 		if s.obs != nil {
 			s.obs.Commit(len(group), time.Since(start))
+		}
+		if answered {
+			continue
 		}
 		if err != nil {
 			// The group's events were dropped with it, though a commit cut
@@ -407,6 +421,9 @@ func (s *Server) wake(events []service.Event) {
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
 	for _, e := range events {
+		if e.Kind == service.EventGranted && failpoint.Enabled(failpoint.DropWakeup) {
+			continue // the fault: the grant's waiter is not told
+		}
 		for _, sub := range s.waiters[e.Client] {
 			if e.Lock != sub.lock {
 				continue

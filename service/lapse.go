@@ -5,6 +5,7 @@ import (
 	"math"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
 
@@ -124,7 +125,11 @@ func (h *handOver) run() error {
 		h.count(l.Mode, -1)
 		h.s.events = append(h.s.events, Event{Kind: EventLapsed, Client: l.Client, Lock: l.Lock,
 			At: l.ExpiresAt, Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: l.Mode})
-		if err := h.grantHeads(l.ExpiresAt); err != nil {
+		at := l.ExpiresAt
+		if failpoint.Enabled(failpoint.GrantEarly) {
+			at-- // the fault: the successor's lease starts before this one ended
+		}
+		if err := h.grantHeads(at); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,24 @@
 //	                    each lock after the process started hands out the
 //	                    lock's last token again, as a server that lost its
 //	                    counter in a crash would
+//	answer-before-commit
+//	                    server/server.go: the group committer answers a
+//	                    group's operations before its COMMIT, then commits
+//	                    after a short sleep (a kill -9 in between loses
+//	                    what was acknowledged)
+//	grant-early         service/lapse.go: a lapse hands the lock over one
+//	                    second before the lapsed lease's expires_at
+//	drop-wakeup         server/server.go: a blocked acquire is not told of
+//	                    its grant; it learns of it only when its wait ends
+//	                    or something makes it read its state
+//	skip-service-lock   repo/service.go: on PostgreSQL, a transaction reads
+//	                    the service row without locking it (no FOR
+//	                    UPDATE), so two servers' transactions interleave
+//	time-backwards      server/server.go, service/tx.go: the server's time
+//	                    follows its clock back (the guards that keep each
+//	                    group's time at or above the last, and refuse a
+//	                    transaction at a time below the service's, are
+//	                    skipped)
 //
 // It is test support for this repository: not for import by other modules,
 // and its API is not stable.
@@ -29,9 +47,13 @@ const EnvVar = "LEASEKEEPER_FAILPOINTS"
 
 // The failpoints' names.
 const (
-	AcceptStaleWrite = "accept-stale-write"
-	ReissueToken     = "reissue-token"
+	AcceptStaleWrite   = "accept-stale-write"
+	ReissueToken       = "reissue-token"
+	AnswerBeforeCommit = "answer-before-commit"
+	GrantEarly         = "grant-early"
+	DropWakeup         = "drop-wakeup"
+	SkipServiceLock    = "skip-service-lock"
 )
 
 // All lists every failpoint, for the tests that plant each in turn.
-var All = []string{AcceptStaleWrite, ReissueToken}
+var All = []string{AcceptStaleWrite, ReissueToken, AnswerBeforeCommit, GrantEarly, DropWakeup, SkipServiceLock, TimeBackwards}
