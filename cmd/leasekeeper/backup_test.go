@@ -21,11 +21,11 @@ func TestBackupWhileServing(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "live.db")
-	srv := startCrashServer(t, bin, db)
-	if got := postBody(t, srv.base+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
+	srv := startServe(t, bin, db)
+	if got := postBody(t, srv.URL()+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
 		t.Fatalf("acquire: %s", got)
 	}
-	if got := postBody(t, srv.base+"/v1/write", `{"lock": "L", "key": "before", "value": "v", "token": 1}`); got != `{"outcome":"ok"}` {
+	if got := postBody(t, srv.URL()+"/v1/write", `{"lock": "L", "key": "before", "value": "v", "token": 1}`); got != `{"outcome":"ok"}` {
 		t.Fatalf("write: %s", got)
 	}
 	// Writes go on during the backups.
@@ -41,7 +41,7 @@ func TestBackupWhileServing(t *testing.T) {
 				return
 			default:
 			}
-			if got, err := postWith(hc, srv.base+"/v1/write", `{"lock": "L", "key": "during", "value": "v", "token": 1}`); err != nil || got != `{"outcome":"ok"}` {
+			if got, err := postWith(hc, srv.URL()+"/v1/write", `{"lock": "L", "key": "during", "value": "v", "token": 1}`); err != nil || got != `{"outcome":"ok"}` {
 				t.Errorf("write %d during the backup: %s, %v", i, got, err)
 				return
 			}

@@ -85,8 +85,8 @@ func TestDocsExamples(t *testing.T) {
 		t.Run(filepath.Base(spec.path), func(t *testing.T) {
 			t.Parallel()
 			examples := readDocExamples(t, spec)
-			srv := startCrashServer(t, bin, filepath.Join(t.TempDir(), "docs.db"))
-			proxy := docsProxy(t, srv.base)
+			srv := startServe(t, bin, filepath.Join(t.TempDir(), "docs.db"))
+			proxy := docsProxy(t, srv.URL())
 			runDocExamples(t, spec.path, examples, bin, proxy)
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,19 +93,16 @@ func waitingFor(c *client.Client, clientID, lock string) bool {
 func testExecNoOrphanWait(t *testing.T, bin string) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "orphan.db")
-	srv := startCrashServer(t, bin, db)
-	u, err := url.Parse(srv.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.New(srv.base, client.WithHTTPClient(&http.Client{Transport: apitest.New(t).Transport(t, nil)}))
+	srv := startServe(t, bin, db)
+	base := srv.URL()
+	c := client.New(srv.URL(), client.WithHTTPClient(&http.Client{Transport: apitest.New(t).Transport(t, nil)}))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if res, err := c.AcquireOnce(ctx, "ew", client.AcquireOptions{Client: "etl-b", TTL: 20 * time.Second}); err != nil || res.Outcome != lk.Granted {
 		t.Fatalf("etl-b acquires ew: %+v, %v", res, err)
 	}
 
-	stdout, stderr, exited := startExec(t, ctx, bin, srv.base, "exec", "ew", "--client", "etl-a", "--ttl", "30", "--wait", "30", "--", "echo", "RAN")
+	stdout, stderr, exited := startExec(t, ctx, bin, srv.URL(), "exec", "ew", "--client", "etl-a", "--ttl", "30", "--wait", "30", "--", "echo", "RAN")
 	started := time.Now()
 	testutil.Eventually(t, 10*time.Second, "etl-a queued for ew", func() bool { return waitingFor(c, "etl-a", "ew") })
 	acquired := make(chan error, 1)
@@ -123,11 +119,12 @@ func testExecNoOrphanWait(t *testing.T, bin string) {
 	})
 
 	time.Sleep(time.Until(started.Add(2 * time.Second)))
-	if err := srv.kill(); err != nil {
-		t.Fatal(err)
-	}
+	srv.Kill()
 	time.Sleep(time.Second)
-	startCrashServer(t, bin, db, "--listen", u.Host)
+	srv.Start() // on its old address when it can
+	if srv.URL() != base {
+		t.Fatalf("the server came back on %s, not on %s where the clients retry: the port was taken meanwhile", srv.URL(), base)
+	}
 
 	select {
 	case err := <-exited:
@@ -218,9 +215,9 @@ func testExecPosition(t *testing.T, bin string) {
 func testCAFileEnv(t *testing.T, bin string) {
 	dir := t.TempDir()
 	caFile, certFile, keyFile := writeTestPKI(t, dir)
-	srv := startCrashServer(t, bin, filepath.Join(dir, "tls.db"), "--tls-cert", certFile, "--tls-key", keyFile)
-	if !strings.HasPrefix(srv.base, "https://") {
-		t.Fatalf("serve with a certificate listens on %s", srv.base)
+	srv := startServe(t, bin, filepath.Join(dir, "tls.db"), "--tls-cert", certFile, "--tls-key", keyFile)
+	if !strings.HasPrefix(srv.URL(), "https://") {
+		t.Fatalf("serve with a certificate listens on %s", srv.URL())
 	}
 	plain := startCLIServer(t)
 	run := func(code int, want string, env []string, args ...string) cliResult {
@@ -245,11 +242,11 @@ func testCAFileEnv(t *testing.T, bin string) {
 	}
 	free := `{"lock":"L","holders":[],"queue":[]}`
 	ca := caFileEnv + "=" + caFile
-	run(0, free, []string{serverEnv + "=" + srv.base, ca}, "inspect", "L")
+	run(0, free, []string{serverEnv + "=" + srv.URL(), ca}, "inspect", "L")
 	// A bare host:port is https with the variable, as with --ca-file.
-	run(0, free, []string{serverEnv + "=" + strings.TrimPrefix(srv.base, "https://"), ca}, "inspect", "L")
+	run(0, free, []string{serverEnv + "=" + strings.TrimPrefix(srv.URL(), "https://"), ca}, "inspect", "L")
 	// Without it, the system's roots do not trust the test CA.
-	run(exitNoAnswer, "", []string{serverEnv + "=" + srv.base}, "inspect", "L")
+	run(exitNoAnswer, "", []string{serverEnv + "=" + srv.URL()}, "inspect", "L")
 	// A plain http:// server has nothing to verify: the variable is not
 	// in the way (--ca-file there is a usage error).
 	run(0, free, []string{serverEnv + "=" + plain.url, ca}, "inspect", "L")
@@ -258,9 +255,9 @@ func testCAFileEnv(t *testing.T, bin string) {
 	// another directory, writes with the lease's token through the same
 	// server.
 	job := "cd / && " + shellQuote(bin) + ` write "$LEASEKEEPER_LOCK" k v --token "$LEASEKEEPER_TOKEN" && echo "$LEASEKEEPER_CA_FILE"`
-	run(0, `{"outcome":"ok"}`+"\n"+caFile, []string{serverEnv + "=" + srv.base},
+	run(0, `{"outcome":"ok"}`+"\n"+caFile, []string{serverEnv + "=" + srv.URL()},
 		"exec", "L", "--client", "a", "--ttl", "10", "--ca-file", "ca.pem", "--", "sh", "-c", job)
-	run(0, `{"value":"v","token":1}`, []string{serverEnv + "=" + srv.base, ca}, "read", "L", "k")
+	run(0, `{"value":"v","token":1}`, []string{serverEnv + "=" + srv.URL(), ca}, "read", "L", "k")
 }
 
 // A server URL ending in /v1 (a slip) reaches the server's root, and exec

@@ -163,9 +163,9 @@ func TestTLSRoundTrip(t *testing.T) {
 	  {"name": "etl", "token_sha256": "`+auth.HashToken(tlsClientToken)+`", "clients": ["etl-*"], "role": "client"},
 	  {"name": "ops", "token_sha256": "`+auth.HashToken(tlsAdminToken)+`", "role": "admin"}
 	]}`)
-	srv := startCrashServer(t, bin, filepath.Join(dir, "tls.db"),
+	srv := startServe(t, bin, filepath.Join(dir, "tls.db"),
 		"--auth-file", authPath, "--tls-cert", certFile, "--tls-key", keyFile)
-	u := srv.base
+	u := srv.URL()
 	if !strings.HasPrefix(u, "https://") {
 		t.Fatalf("serve with a certificate listens on %s", u)
 	}
@@ -261,7 +261,8 @@ func TestTLSRoundTrip(t *testing.T) {
 		t.Errorf("revoke by a client principal over TLS: %v, want ErrForbidden (403)", err)
 	}
 
-	logs := srv.stop(t)
+	srv.Stop()
+	logs := srv.Log()
 	for _, tok := range []string{tlsAdminToken, tlsClientToken, "not-a-token"} {
 		if strings.Contains(logs, tok) {
 			t.Errorf("the server's log holds a token:\n%s", logs)

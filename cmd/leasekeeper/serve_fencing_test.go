@@ -23,30 +23,30 @@ func TestServeStrictFencing(t *testing.T) {
 	dir := t.TempDir()
 	db, audit := filepath.Join(dir, "fencing.db"), filepath.Join(dir, "audit.log")
 	const forged = `{"lock": "L", "key": "k", "value": "forged", "token": 9223372036854775807}`
-	srv := startCrashServer(t, bin, db, "--audit-log", audit)
-	if got := postBody(t, srv.base+"/v1/write", forged); got != `{"error":"token_not_granted","message":"no token was ever granted for L: acquire it first"}` {
+	srv := startServe(t, bin, db, "--audit-log", audit)
+	if got := postBody(t, srv.URL()+"/v1/write", forged); got != `{"error":"token_not_granted","message":"no token was ever granted for L: acquire it first"}` {
 		t.Errorf("a write on a lock never acquired, by default: %s", got)
 	}
-	srv.stop(t)
+	srv.Stop()
 
-	srv = startCrashServer(t, bin, db, "--audit-log", audit, "--strict-fencing=false")
-	if got := postBody(t, srv.base+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
+	srv = startServe(t, bin, db, "--audit-log", audit, "--strict-fencing=false")
+	if got := postBody(t, srv.URL()+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
 		t.Fatalf("acquire: %s", got)
 	}
-	if got := postBody(t, srv.base+"/v1/write", forged); got != `{"outcome":"ok"}` {
+	if got := postBody(t, srv.URL()+"/v1/write", forged); got != `{"outcome":"ok"}` {
 		t.Fatalf("a forged token without strict fencing (L6): %s", got)
 	}
 	const honest = `{"lock": "L", "key": "k", "value": "honest", "token": 1}`
-	if got := postBody(t, srv.base+"/v1/write", honest); !strings.HasPrefix(got, `{"error":"stale_token"`) {
+	if got := postBody(t, srv.URL()+"/v1/write", honest); !strings.HasPrefix(got, `{"error":"stale_token"`) {
 		t.Fatalf("the holder's write on the fenced lock: %s", got)
 	}
-	expect(t, bin, srv.base, 0, `{"outcome":"ok","was":9223372036854775807,"highest":1}`, "unfence", "L")
-	if got := postBody(t, srv.base+"/v1/write", honest); got != `{"outcome":"ok"}` {
+	expect(t, bin, srv.URL(), 0, `{"outcome":"ok","was":9223372036854775807,"highest":1}`, "unfence", "L")
+	if got := postBody(t, srv.URL()+"/v1/write", honest); got != `{"outcome":"ok"}` {
 		t.Errorf("the holder's write after unfence: %s", got)
 	}
-	expect(t, bin, srv.base, 0, `{"outcome":"ok","was":1,"highest":1}`, "unfence", "L")
-	expect(t, bin, srv.base, 2, "", "unfence")
-	srv.stop(t)
+	expect(t, bin, srv.URL(), 0, `{"outcome":"ok","was":1,"highest":1}`, "unfence", "L")
+	expect(t, bin, srv.URL(), 2, "", "unfence")
+	srv.Stop()
 
 	b, err := os.ReadFile(audit)
 	if err != nil {

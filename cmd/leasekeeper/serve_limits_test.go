@@ -132,20 +132,20 @@ func TestServeConnectionCap(t *testing.T) {
 		if err := os.Chmod(wrapper, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		srv := startCrashServer(t, wrapper, filepath.Join(dir, "serve.db"), "--auth-file", limitsAuthFile(t, dir))
-		holdIdle(t, hostOf(srv.base), 200)
-		healthWithin(t, srv.base, 2*time.Second)
-		if log := srv.log.String(); !strings.Contains(log, "the file limit is low") {
+		srv := startServe(t, wrapper, filepath.Join(dir, "serve.db"), "--auth-file", limitsAuthFile(t, dir))
+		holdIdle(t, hostOf(srv.URL()), 200)
+		healthWithin(t, srv.URL(), 2*time.Second)
+		if log := srv.Log(); !strings.Contains(log, "the file limit is low") {
 			t.Errorf("no warning of the low file limit at start:\n%s", log)
 		}
 	})
 	t.Run("max-connections 50", func(t *testing.T) {
 		dir := t.TempDir()
-		srv := startCrashServer(t, bin, filepath.Join(dir, "serve.db"), "--auth-file", limitsAuthFile(t, dir), "--max-connections", "50")
-		holdIdle(t, hostOf(srv.base), 200)
-		healthWithin(t, srv.base, 2*time.Second)
+		srv := startServe(t, bin, filepath.Join(dir, "serve.db"), "--auth-file", limitsAuthFile(t, dir), "--max-connections", "50")
+		holdIdle(t, hostOf(srv.URL()), 200)
+		healthWithin(t, srv.URL(), 2*time.Second)
 		// The listener and the connections: at most 51 sockets.
-		if n := sockets(t, srv.cmd.Process.Pid); n > 51 {
+		if n := sockets(t, srv.Pid()); n > 51 {
 			t.Errorf("the server has %d sockets open, beyond --max-connections 50 and its listener", n)
 		}
 	})
@@ -180,8 +180,8 @@ func closedWithin(conn net.Conn, br *bufio.Reader, d time.Duration) bool {
 // closed (it stayed open over 60 s).
 func TestServeIdleTimeout(t *testing.T) {
 	bin := buildBinary(t)
-	srv := startCrashServer(t, bin, filepath.Join(t.TempDir(), "serve.db"), "--idle-timeout", "1s")
-	h := exchange(hostOf(srv.base), "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", 5*time.Second)
+	srv := startServe(t, bin, filepath.Join(t.TempDir(), "serve.db"), "--idle-timeout", "1s")
+	h := exchange(hostOf(srv.URL()), "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", 5*time.Second)
 	if h.err != nil || h.status != 200 {
 		t.Fatalf("health: %d %v", h.status, h.err)
 	}
@@ -199,8 +199,8 @@ func TestServeIdleTimeout(t *testing.T) {
 // was read, keeps its connection for its whole wait.
 func TestServeReadTimeout(t *testing.T) {
 	bin := buildBinary(t)
-	srv := startCrashServer(t, bin, filepath.Join(t.TempDir(), "serve.db"), "--read-timeout", "2s")
-	addr := hostOf(srv.base)
+	srv := startServe(t, bin, filepath.Join(t.TempDir(), "serve.db"), "--read-timeout", "2s")
+	addr := hostOf(srv.URL())
 	headers := "POST /v1/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: 60\r\n\r\n"
 	for _, c := range []struct {
 		name    string
@@ -240,19 +240,19 @@ func TestServeReadTimeout(t *testing.T) {
 	}
 	t.Run("blocked acquire", func(t *testing.T) {
 		hc := validated(t)
-		if got, err := postWith(hc, srv.base+"/v1/acquire", `{"client": "a", "lock": "W", "ttl": 60}`); err != nil || !strings.Contains(got, `"granted"`) {
+		if got, err := postWith(hc, srv.URL()+"/v1/acquire", `{"client": "a", "lock": "W", "ttl": 60}`); err != nil || !strings.Contains(got, `"granted"`) {
 			t.Fatalf("acquire: %s %v", got, err)
 		}
 		blocked := make(chan string, 1)
 		go func() {
-			got, err := postWith(hc, srv.base+"/v1/acquire", `{"client": "b", "lock": "W", "ttl": 60, "wait": 20}`)
+			got, err := postWith(hc, srv.URL()+"/v1/acquire", `{"client": "b", "lock": "W", "ttl": 60, "wait": 20}`)
 			if err != nil {
 				got = err.Error()
 			}
 			blocked <- got
 		}()
 		time.Sleep(5 * time.Second) // past the read timeout, twice
-		if got, err := postWith(hc, srv.base+"/v1/release", `{"client": "a", "lock": "W"}`); err != nil || !strings.Contains(got, `"released"`) {
+		if got, err := postWith(hc, srv.URL()+"/v1/release", `{"client": "a", "lock": "W"}`); err != nil || !strings.Contains(got, `"released"`) {
 			t.Fatalf("release: %s %v", got, err)
 		}
 		select {
@@ -274,8 +274,8 @@ func TestServeReadTimeout(t *testing.T) {
 // as a locks page gets without filling the database first.
 func TestServeWriteTimeout(t *testing.T) {
 	bin := buildBinary(t)
-	srv := startCrashServer(t, bin, filepath.Join(t.TempDir(), "serve.db"), "--write-timeout", "1s")
-	conn, err := net.Dial("tcp", hostOf(srv.base))
+	srv := startServe(t, bin, filepath.Join(t.TempDir(), "serve.db"), "--write-timeout", "1s")
+	conn, err := net.Dial("tcp", hostOf(srv.URL()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestServeWriteTimeout(t *testing.T) {
 		t.Fatalf("the server still held the connection after %d bytes of answers, with --write-timeout 1s", got)
 	}
 	t.Logf("the server closed the connection after %d bytes of answers (%v)", got, err)
-	healthWithin(t, srv.base, 2*time.Second)
+	healthWithin(t, srv.URL(), 2*time.Second)
 }
 
 // TestServeShutdownHalfBody: SIGTERM while a request body is half sent
@@ -305,8 +305,8 @@ func TestServeWriteTimeout(t *testing.T) {
 // "context deadline exceeded"): reading requests stops at once.
 func TestServeShutdownHalfBody(t *testing.T) {
 	bin := buildBinary(t)
-	srv := startCrashServer(t, bin, filepath.Join(t.TempDir(), "serve.db"))
-	conn, err := net.Dial("tcp", hostOf(srv.base))
+	srv := startServe(t, bin, filepath.Join(t.TempDir(), "serve.db"))
+	conn, err := net.Dial("tcp", hostOf(srv.URL()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,15 +316,14 @@ func TestServeShutdownHalfBody(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // the server is reading the body
 	start := time.Now()
-	srv.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-srv.exited:
-	case <-time.After(12 * time.Second):
-		t.Fatalf("serve still ran 12 s after SIGTERM:\n%s", srv.log.String())
+	srv.Signal(syscall.SIGTERM)
+	code, err := srv.Wait(12 * time.Second)
+	if err != nil {
+		t.Fatalf("serve still ran 12 s after SIGTERM:\n%s", srv.Log())
 	}
 	took := time.Since(start)
-	if code := srv.cmd.ProcessState.ExitCode(); code != 0 || took > 10*time.Second {
-		t.Errorf("serve exited with status %d %v after SIGTERM; want 0 within 10 s\n%s", code, took.Round(10*time.Millisecond), srv.log.String())
+	if code != 0 || took > 10*time.Second {
+		t.Errorf("serve exited with status %d %v after SIGTERM; want 0 within 10 s\n%s", code, took.Round(10*time.Millisecond), srv.Log())
 	}
 	t.Logf("stopped %v after SIGTERM", took.Round(10*time.Millisecond))
 }
@@ -337,7 +336,7 @@ func TestServeRefusalLogBounded(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	auditPath := filepath.Join(dir, "audit.jsonl")
-	srv := startCrashServer(t, bin, filepath.Join(dir, "serve.db"), "--auth-file", limitsAuthFile(t, dir), "--audit-log", auditPath)
+	srv := startServe(t, bin, filepath.Join(dir, "serve.db"), "--auth-file", limitsAuthFile(t, dir), "--audit-log", auditPath)
 	const n = 1000
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -348,7 +347,7 @@ func TestServeRefusalLogBounded(t *testing.T) {
 			defer wg.Done()
 			hc := &http.Client{Timeout: 10 * time.Second}
 			for i := w; i < n; i += 8 {
-				resp, err := hc.Get(srv.base + "/v1/locks")
+				resp, err := hc.Get(srv.URL() + "/v1/locks")
 				if err != nil {
 					t.Error(err)
 					return
@@ -367,7 +366,7 @@ func TestServeRefusalLogBounded(t *testing.T) {
 		}
 	}
 	time.Sleep(1500 * time.Millisecond) // the last count is reported a second after
-	srv.stop(t)
+	srv.Stop()
 	// A burst of 50, then 10 a second, and a count a second.
 	bound := 50 + int(10*(elapsed.Seconds()+2)) + 5
 	count := func(name, text, line string, suppressed *regexp.Regexp) {
@@ -384,7 +383,7 @@ func TestServeRefusalLogBounded(t *testing.T) {
 			t.Errorf("%s: %d lines and %d suppressed, want %d in all", name, lines, held, n)
 		}
 	}
-	count("server log", srv.log.String(), "request refused: unauthenticated", regexp.MustCompile(`msg="suppressed \d+ refusals" suppressed=(\d+)`))
+	count("server log", srv.Log(), "request refused: unauthenticated", regexp.MustCompile(`msg="suppressed \d+ refusals" suppressed=(\d+)`))
 	audit, err := os.ReadFile(auditPath)
 	if err != nil {
 		t.Fatal(err)

@@ -21,12 +21,12 @@ func TestServeStoreQuota(t *testing.T) {
 
 	bin := buildBinary(t)
 	// Without strict fencing, so that the writes need no lease first.
-	srv := startCrashServer(t, bin, filepath.Join(t.TempDir(), "serve.db"), "--store-max-keys", "2", "--store-max-bytes", "0",
+	srv := startServe(t, bin, filepath.Join(t.TempDir(), "serve.db"), "--store-max-keys", "2", "--store-max-bytes", "0",
 		"--strict-fencing=false")
 	for i, want := range []string{`{"outcome":"ok"}`, `{"outcome":"ok"}`, `"error":"quota_exceeded"`, `{"outcome":"ok"}`} {
 		key := []string{"a", "b", "c", "a"}[i]
 		body := `{"lock": "L", "key": "` + key + `", "value": "` + strings.Repeat("v", 10000) + `", "token": 1}`
-		if got := postBody(t, srv.base+"/v1/write", body); !strings.Contains(got, want) {
+		if got := postBody(t, srv.URL()+"/v1/write", body); !strings.Contains(got, want) {
 			t.Errorf("write %d (%s): %s, want %s", i, key, got, want)
 		}
 	}

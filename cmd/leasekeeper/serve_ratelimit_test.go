@@ -39,10 +39,10 @@ func TestServeRateLimits(t *testing.T) {
 		t.Errorf("serve with a rate of 2.5: exit %d, output %q; want 2 and the principal and field named", code, out)
 	}
 
-	srv := startCrashServer(t, bin, filepath.Join(dir, "rl.db"), "--auth-file", file(`, "rate": 3, "max_waiting": 1`))
+	srv := startServe(t, bin, filepath.Join(dir, "rl.db"), "--auth-file", file(`, "rate": 3, "max_waiting": 1`))
 	hc := validated(t)
 	get := func(token, path string) (int, string, string) {
-		req, _ := http.NewRequest("GET", srv.base+path, nil)
+		req, _ := http.NewRequest("GET", srv.URL()+path, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := hc.Do(req)
 		if err != nil {

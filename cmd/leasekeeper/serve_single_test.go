@@ -51,19 +51,19 @@ func TestServeOneServerPerFile(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "one.db")
-	srv := startCrashServer(t, bin, db)
+	srv := startServe(t, bin, db)
 	for _, body := range []string{
 		`{"client": "a", "lock": "L", "ttl": 3600}`,
 		`{"client": "b", "lock": "M", "ttl": 3600}`,
 	} {
-		if got := postBody(t, srv.base+"/v1/acquire", body); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
+		if got := postBody(t, srv.URL()+"/v1/acquire", body); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
 			t.Fatalf("acquire %s: %s", body, got)
 		}
 	}
-	if got := postBody(t, srv.base+"/v1/release", `{"client": "b", "lock": "M"}`); got != `{"outcome":"released"}` {
+	if got := postBody(t, srv.URL()+"/v1/release", `{"client": "b", "lock": "M"}`); got != `{"outcome":"released"}` {
 		t.Fatalf("release: %s", got)
 	}
-	last := postBody(t, srv.base+"/v1/acquire", `{"client": "b", "lock": "M", "ttl": 3600}`)
+	last := postBody(t, srv.URL()+"/v1/acquire", `{"client": "b", "lock": "M", "ttl": 3600}`)
 	var lastGrant struct {
 		Token     int64 `json:"token"`
 		GrantedAt int64 `json:"granted_at"`
@@ -71,7 +71,7 @@ func TestServeOneServerPerFile(t *testing.T) {
 	if err := json.Unmarshal([]byte(last), &lastGrant); err != nil || lastGrant.Token != 2 {
 		t.Fatalf("acquire M again: %s", last)
 	}
-	pid := fmt.Sprintf("pid %d", srv.cmd.Process.Pid)
+	pid := fmt.Sprintf("pid %d", srv.Pid())
 
 	out, code := runBin(t, bin, "", "serve", "--db", db, "--listen", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(out, db) || !strings.Contains(out, pid) {
@@ -108,13 +108,13 @@ func TestServeOneServerPerFile(t *testing.T) {
 		}
 	}
 
-	srv.stop(t)
-	again := startCrashServer(t, bin, db)
-	line := regexp.MustCompile(`(?m)^.*msg=database .*$`).FindString(again.log.String())
+	srv.Stop()
+	srv.Start()
+	line := regexp.MustCompile(`(?m)^.*msg=database .*$`).FindString(srv.Log())
 	want := regexp.MustCompile(`^time=\S+ level=INFO msg=database file=` + regexp.QuoteMeta(db) +
 		` clock=(\d+) clock_utc=\S+Z locks=2 highest_token=2$`)
 	if m := want.FindStringSubmatch(line); m == nil {
-		t.Errorf("the start-up line is %q, want it to match %s; the log:\n%s", line, want, again.log.String())
+		t.Errorf("the start-up line is %q, want it to match %s; the log:\n%s", line, want, srv.Log())
 	} else if clock, _ := strconv.ParseInt(m[1], 10, 64); clock < lastGrant.GrantedAt {
 		t.Errorf("the start-up line says clock=%d, before the last grant at %d", clock, lastGrant.GrantedAt)
 	}

@@ -51,8 +51,8 @@ func postWith(hc *http.Client, url, body string) (string, error) {
 func TestServeGracefulShutdown(t *testing.T) {
 	bin := buildBinary(t)
 	db := filepath.Join(t.TempDir(), "serve.db")
-	srv := startCrashServer(t, bin, db)
-	url := srv.base
+	srv := startServe(t, bin, db)
+	url := srv.URL()
 	if got := postBody(t, url+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 3600}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
 		t.Fatalf("acquire: %s", got)
 	}
@@ -78,7 +78,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 			t.Fatal("b never got queued")
 		}
 	}
-	srv.cmd.Process.Signal(syscall.SIGTERM)
+	srv.Signal(syscall.SIGTERM)
 	select {
 	case got := <-blocked:
 		if want := `{"outcome":"queued","position":1}`; got != want {
@@ -87,13 +87,10 @@ func TestServeGracefulShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the blocked acquire was not answered at shutdown")
 	}
-	select {
-	case <-srv.exited:
-		if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("serve exited with status %d after SIGTERM, want 0", code)
-		}
-	case <-time.After(20 * time.Second):
+	if code, err := srv.Wait(20 * time.Second); err != nil {
 		t.Fatal("serve did not exit after SIGTERM")
+	} else if code != 0 {
+		t.Errorf("serve exited with status %d after SIGTERM, want 0", code)
 	}
 	svc := testutil.OpenService(t, db)
 	ctx := context.Background()
@@ -113,11 +110,11 @@ func TestServeAuditLogAndMetrics(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	auditPath := filepath.Join(dir, "audit.jsonl")
-	srv := startCrashServer(t, bin, filepath.Join(dir, "serve.db"), "--audit-log", auditPath)
-	if got := postBody(t, srv.base+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 60}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
+	srv := startServe(t, bin, filepath.Join(dir, "serve.db"), "--audit-log", auditPath)
+	if got := postBody(t, srv.URL()+"/v1/acquire", `{"client": "a", "lock": "L", "ttl": 60}`); !strings.HasPrefix(got, `{"outcome":"granted","token":1,`) {
 		t.Fatalf("acquire: %s", got)
 	}
-	resp, err := validated(t).Get(srv.base + "/metrics")
+	resp, err := validated(t).Get(srv.URL() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +123,7 @@ func TestServeAuditLogAndMetrics(t *testing.T) {
 	if !bytes.Contains(metrics, []byte(`leasekeeper_grants_total{source="immediate"} 1`)) {
 		t.Errorf("/metrics lacks the grant:\n%s", metrics)
 	}
-	srv.cmd.Process.Signal(syscall.SIGTERM)
-	<-srv.exited
+	srv.Stop()
 	audit, err := os.ReadFile(auditPath)
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,14 @@
 //
 // Without --server, lkload starts `leasekeeper serve` itself on a new
 // SQLite file (WAL, synchronous=FULL: serve's default) in a temporary folder
-// under --dir, and stops it at the end. The binary is --leasekeeper, else
-// "leasekeeper" next to lkload's own executable, else the one on PATH, else
-// built with `go build` from the module in the current directory.
+// under --dir, and stops it at the end, with the harness of the robustness
+// tests (internal/e2e's Cluster): a server is ready when its --ready-file
+// is written and GET /v1/ready answers 200, so the binary must have both
+// (a binary from before them: start it yourself and give --server). The
+// servers' standard error is passed on when they have stopped. The binary
+// is --leasekeeper, else "leasekeeper" next to lkload's own executable,
+// else the one on PATH, else built with `go build` from the module in the
+// current directory.
 //
 // With --db postgres://..., the servers run on PostgreSQL instead, in a new
 // schema lkload_<random> that lkload creates in that database and drops at
@@ -33,14 +38,13 @@
 // the JSON objects of the current API ({"outcome": "granted", "token": 7,
 // ...}), and the positional tuples of the servers from before it
 // (["granted", 7, 1767225630], "released"), so that it can measure those
-// too (--server, or --leasekeeper with an older binary).
+// too (--server, or --leasekeeper with a binary that has --ready-file).
 //
 // The results are a markdown table on stdout, one row per number of clients,
 // with the backend and the number of servers; progress goes to stderr.
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -61,6 +65,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/pgschema"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
@@ -381,10 +386,13 @@ func (b *bench) post(ctx context.Context, base, path string, fields map[string]a
 }
 
 // fleet is the servers lkload started and what they run on: a temporary
-// folder (binary, SQLite file, audit logs) and, on PostgreSQL, a schema.
+// folder (binary, SQLite file, audit log, the servers' standard error) and,
+// on PostgreSQL, a schema. The servers are an e2e.Cluster: the harness of
+// the robustness tests (docs/robustness.md), so that both start, watch and
+// stop serve the same way.
 type fleet struct {
 	tmp     string
-	servers []*server
+	cluster *e2e.Cluster
 	drop    func() error // drops the PostgreSQL schema; nil on SQLite
 }
 
@@ -413,43 +421,52 @@ func startFleet(ctx context.Context, cfg config) (_ *fleet, err error) {
 		}
 		where = "database " + pgschema.Redact(db)
 	}
-	// One after the other: the first applies the migrations, and the others
-	// then find the schema ready instead of queueing on goose's lock.
-	for i := range cfg.servers {
-		name := "serve"
-		if cfg.servers > 1 {
-			name = fmt.Sprintf("serve %d", i+1)
-		}
-		// The audit log goes to a file, as in a deployment: on standard
-		// error every line would also cost lkload the CPU to pass it on.
-		audit := filepath.Join(tmp, fmt.Sprintf("audit-%d.log", i+1))
-		s, err := startServer(ctx, name, bin, db, audit)
-		if err != nil {
-			return nil, err
-		}
-		f.servers = append(f.servers, s)
-		fmt.Fprintf(os.Stderr, "lkload: started %s serve on %s (%s)\n", bin, s.base, where)
+	// The cluster starts the servers one after the other: the first applies
+	// the migrations, and the others then find the schema ready instead of
+	// queueing on goose's lock. The audit log goes to a file, as in a
+	// deployment, one for all servers (each appends whole lines).
+	f.cluster, err = e2e.StartCluster(ctx, e2e.Options{
+		Servers:  cfg.servers,
+		Postgres: cfg.db != "",
+		DB:       db,
+		Binary:   bin,
+		Dir:      tmp,
+		Args:     []string{"--audit-log", filepath.Join(tmp, "audit.log")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range f.cluster.Servers {
+		fmt.Fprintf(os.Stderr, "lkload: started %s serve on %s (%s)\n", bin, s.URL(), where)
 	}
 	return f, nil
 }
 
 func (f *fleet) bases() []string {
 	var out []string
-	for _, s := range f.servers {
-		out = append(out, s.base)
+	for _, s := range f.cluster.Servers {
+		out = append(out, s.URL())
 	}
 	return out
 }
 
 // stop stops the servers, together, since each may take a while to drain;
-// then drops the schema, which waits for no server's lock once they are
-// gone; then removes the folder.
+// passes on what they wrote to standard error, each line prefixed with the
+// server's name; then drops the schema, which waits for no server's lock
+// once they are gone; then removes the folder.
 func (f *fleet) stop() {
-	var wg sync.WaitGroup
-	for _, s := range f.servers {
-		wg.Go(s.stop)
+	if f.cluster != nil {
+		f.cluster.Close()
+		for i, s := range f.cluster.Servers {
+			name := "serve"
+			if len(f.cluster.Servers) > 1 {
+				name = fmt.Sprintf("serve %d", i+1)
+			}
+			for _, path := range s.Logs() {
+				passOn(name, path)
+			}
+		}
 	}
-	wg.Wait()
 	if f.drop != nil {
 		if err := f.drop(); err != nil {
 			fmt.Fprintln(os.Stderr, "lkload:", err)
@@ -458,74 +475,18 @@ func (f *fleet) stop() {
 	os.RemoveAll(f.tmp)
 }
 
-// server is a `leasekeeper serve` that lkload started.
-type server struct {
-	cmd    *exec.Cmd
-	base   string
-	exited chan struct{}
-}
-
-// startServer starts `leasekeeper serve` on db, on a free loopback port; its
-// standard error goes to lkload's, each line prefixed with name.
-func startServer(ctx context.Context, name, bin, db, audit string) (*server, error) {
-	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0", "--audit-log", audit)
-	stderr, err := cmd.StderrPipe()
+// passOn copies a server's log to standard error, name before each line,
+// but its address, which lkload says itself.
+func passOn(name, path string) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s serve: %w", bin, err)
-	}
-	s := &server{cmd: cmd, exited: make(chan struct{})}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			if rest, ok := strings.CutPrefix(line, "leasekeeper: listening on http://"); ok {
-				if a, _, ok := strings.Cut(rest, " "); ok {
-					select {
-					case addr <- a:
-					default:
-					}
-					continue
-				}
-			}
-			fmt.Fprintf(os.Stderr, "%s: %s\n", name, line)
-		}
-		io.Copy(io.Discard, stderr)
-		cmd.Wait()
-		close(s.exited)
-	}()
-	select {
-	case a := <-addr:
-		s.base = "http://" + a
-		return s, nil
-	case <-s.exited:
-		err = errors.New("leasekeeper serve exited before listening")
-	case <-time.After(30 * time.Second):
-		err = errors.New("leasekeeper serve printed no address within 30 s")
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	s.stop()
-	return nil, err
-}
-
-// stop asks the server to shut down (SIGTERM), and kills it if it has not
-// within 15 s.
-func (s *server) stop() {
-	select {
-	case <-s.exited:
+		fmt.Fprintln(os.Stderr, "lkload:", err)
 		return
-	default:
 	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(15 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(line, "leasekeeper: listening on ") {
+			fmt.Fprintf(os.Stderr, "%s: %s\n", name, strings.TrimSuffix(line, "\n"))
+		}
 	}
 }
 

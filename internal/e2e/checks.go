@@ -88,6 +88,11 @@ func CheckInvariants(h *History) []Violation {
 	checkTokens(&vs, ops, faults)
 	checkFencing(&vs, ops)
 	checkFinalReads(&vs, ops)
+	checkLapse(&vs, ops)
+	checkWake(&vs, h, ops, faults)
+	checkAnswers(&vs, ops, faults)
+	checkTimeOrder(&vs, ops)
+	checkLeaseLength(&vs, ops)
 	return vs.result()
 }
 

@@ -34,8 +34,27 @@ type Options struct {
 	// binary has them only in a test built with -tags failpoints; Start
 	// fails the test otherwise.
 	Failpoints []string
-	// History, when set, gets a Fault for everything done to a server.
+	// History, when set, gets a Fault for everything done to a server
+	// (SetHistory changes it).
 	History *History
+	// Binary is the leasekeeper binary to run; default Binary's, built
+	// from this module.
+	Binary string
+	// Dir holds the cluster's files; default t.ArtifactDir().
+	Dir string
+	// DB is every server's --db as it is: a SQLite file, or the URL of a
+	// PostgreSQL schema the caller made (set Postgres too). Default: a new
+	// file in Dir, or pgtest's fresh schema.
+	DB string
+	// ProxyPostgres puts a Proxy between each server and PostgreSQL
+	// (Server.Proxy), for cutting or slowing its connections. It needs
+	// Postgres.
+	ProxyPostgres bool
+	// Standby runs the servers on a PostgreSQL primary and a synchronous
+	// standby of the cluster's own (.ci/postgres), both hosts in every
+	// server's --db, for Cluster.CrashPrimary and Cluster.Promote. It
+	// needs Postgres.
+	Standby bool
 }
 
 // Cluster is a set of `leasekeeper serve` processes on one database. Its
@@ -48,6 +67,8 @@ type Cluster struct {
 	dir     string // the database file, the ready files, the logs
 	db      string // --db
 	opts    Options
+	hmu     sync.Mutex // guards opts.History (SetHistory)
+	pg      *pgPair    // Options.Standby's databases
 	Servers []*Server
 }
 
@@ -66,16 +87,30 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	// The artifact directory: kept with go test -artifacts, for reading a
 	// failed run's logs and database; a temporary directory otherwise.
-	c := &Cluster{t: t, bin: Binary(t), dir: t.ArtifactDir(), opts: opts}
-	if opts.Postgres {
+	c := &Cluster{t: t, bin: opts.Binary, dir: opts.Dir, opts: opts}
+	if c.bin == "" {
+		c.bin = Binary(t)
+	}
+	if c.dir == "" {
+		c.dir = t.ArtifactDir()
+	}
+	if opts.DB != "" {
+		c.db = opts.DB
+	} else if opts.Standby {
+		c.db = c.startStandby(t)
+	} else if opts.Postgres {
 		c.db = pgtest.DSN(t)
 	} else {
 		c.db = filepath.Join(c.dir, "leasekeeper.db")
 	}
 	for i := range opts.Servers {
-		c.Servers = append(c.Servers, &Server{c: c, index: i})
+		c.Servers = append(c.Servers, &Server{c: c, index: i, db: c.db})
 	}
 	t.Cleanup(c.cleanup)
+	c.noteAnswerSettle(opts.History)
+	if opts.ProxyPostgres {
+		c.proxies(t)
+	}
 	for _, s := range c.Servers {
 		s.Start()
 	}
@@ -104,8 +139,8 @@ func (c *Cluster) Target(first int) Target {
 // settle is how long after a server process is gone its transactions may
 // still commit (Fault.Settled): none on SQLite, whose commits the process
 // makes itself; on PostgreSQL, a COMMIT the database received just before
-// is still carried out, at once since these clusters have no synchronous
-// standby to wait for; a second is ample.
+// is still carried out, at once or once a synchronous standby (Standby)
+// has it; a second is ample.
 func (c *Cluster) settle() time.Duration {
 	if c.opts.Postgres {
 		return time.Second
@@ -113,12 +148,25 @@ func (c *Cluster) settle() time.Duration {
 	return 0
 }
 
+// noteAnswerSettle tells h how long after a 5xx answer an operation may
+// still take effect (History.SetAnswerSettle): settle, as for a kill. Not
+// with a standby: a commit the primary had sent it when it crashed comes
+// back at the promotion, which the outage's own bound allows for.
+func (c *Cluster) noteAnswerSettle(h *History) {
+	if h != nil && !c.opts.Standby {
+		h.SetAnswerSettle(c.settle())
+	}
+}
+
 func (c *Cluster) fault(kind string, s *Server, settle time.Duration) {
-	if c.opts.History != nil {
+	c.hmu.Lock()
+	h := c.opts.History
+	c.hmu.Unlock()
+	if h != nil {
 		s.mu.Lock()
 		n := s.starts
 		s.mu.Unlock()
-		c.opts.History.Fault(kind, s.index, n, settle)
+		h.Fault(kind, s.index, n, settle)
 	}
 }
 
@@ -149,6 +197,8 @@ type Server struct {
 	starts int
 	logs   []string
 	paused bool
+	db     string // --db: the cluster's, or its proxy's (Options.ProxyPostgres)
+	proxy  *Proxy
 }
 
 // Index is the server's place in Cluster.Servers.
@@ -162,7 +212,7 @@ func (s *Server) URL() string { return s.Endpoint().URL }
 func (s *Server) Endpoint() Endpoint {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Endpoint{Server: s.index, Incarnation: s.starts, URL: "http://" + s.addr}
+	return Endpoint{Server: s.index, Incarnation: s.starts, URL: s.c.scheme() + "://" + s.addr}
 }
 
 // Logs are the files holding the standard error of each start, oldest
@@ -224,7 +274,7 @@ func (s *Server) launch(n int, addr string) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"serve", "--db", s.c.db, "--listen", listen, "--ready-file", readyFile}, s.c.opts.Args...)
+	args := append([]string{"serve", "--db", s.db, "--listen", listen, "--ready-file", readyFile}, s.c.opts.Args...)
 	cmd := exec.Command(s.c.bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = os.Environ()
@@ -270,10 +320,10 @@ func (s *Server) launch(n int, addr string) error {
 	s.mu.Lock()
 	s.addr = addr
 	s.mu.Unlock()
-	hc := &http.Client{Timeout: 3 * time.Second}
+	hc := &http.Client{Timeout: 3 * time.Second, Transport: s.c.probe()}
 	var last error
 	for {
-		resp, err := hc.Get("http://" + addr + "/v1/ready")
+		resp, err := hc.Get(s.c.scheme() + "://" + addr + "/v1/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -405,7 +455,7 @@ func (s *Server) Ready(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Transport: s.c.probe()}).Do(req)
 	if err != nil {
 		return false
 	}

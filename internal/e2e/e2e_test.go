@@ -60,7 +60,7 @@ var _ = register(scenario{
 		e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
 		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
-	catches: []string{failpoint.AcceptStaleWrite, failpoint.ReissueToken},
+	catches: []string{failpoint.AcceptStaleWrite, failpoint.ReissueToken, failpoint.AnswerBeforeCommit, failpoint.DropWakeup},
 })
 
 // TestKillRestart is the crash scenario on SQLite: eight workers on four
@@ -73,34 +73,6 @@ func TestKillRestart(t *testing.T) {
 	if r.Faults < 4 {
 		t.Errorf("%d faults recorded, want the two kills and their restarts", r.Faults)
 	}
-}
-
-// TestTwoServersPostgres is the same workload on two servers sharing one
-// PostgreSQL schema, each worker sending its operations to one then the
-// other (a blocked acquire on one is answered by a release on the other),
-// without faults.
-func TestTwoServersPostgres(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	h := e2e.NewHistory()
-	c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2})
-	w := e2e.Workload{Duration: 5 * time.Second, Seed: seed}
-	e2e.Scenario{Workload: w}.Run(t, c, h)
-	e2e.Verify(t, h, checkTimeout).RequireOK(t)
-}
-
-// TestKillEachPostgres: two servers on one PostgreSQL schema, each killed
-// with SIGKILL once, at random moments, and started again, while the
-// workload goes on through both.
-func TestKillEachPostgres(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
-	h := e2e.NewHistory()
-	c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2})
-	w := e2e.Workload{Duration: 8 * time.Second, Seed: seed}
-	e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
-	e2e.Verify(t, h, checkTimeout).RequireOK(t)
 }
 
 // TestFailpointsOnlyWithTag: the binary holds failpoints exactly when built

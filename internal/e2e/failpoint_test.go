@@ -13,8 +13,15 @@ import (
 // caughtBy names, for each failpoint, the checks of which at least one
 // must report it: the checkers bite.
 var caughtBy = map[string][]string{
-	failpoint.AcceptStaleWrite: {e2e.CheckFencing, e2e.CheckLinearization},
+	failpoint.AcceptStaleWrite: {e2e.CheckFencing, e2e.CheckLinearization, e2e.CheckStalledFenced},
 	failpoint.ReissueToken:     {e2e.CheckTokenCrash, e2e.CheckTokenUnique, e2e.CheckLinearization},
+	// Acknowledged, then lost with the uncommitted group in a kill -9.
+	failpoint.AnswerBeforeCommit: {e2e.CheckLostWrite, e2e.CheckTokenCrash, e2e.CheckLinearization},
+	failpoint.GrantEarly:         {e2e.CheckLapse},
+	failpoint.DropWakeup:         {e2e.CheckWake},
+	failpoint.SkipServiceLock:    {e2e.CheckTokenUnique, e2e.CheckExclusive, e2e.CheckLinearization},
+	// With the clock stepped back (clock-step-back).
+	failpoint.TimeBackwards: {e2e.CheckTimeOrder, e2e.CheckHealthClock, e2e.CheckTokenOrder},
 }
 
 // TestFailpointsCaught runs each scenario once per failpoint it names,

@@ -67,6 +67,13 @@ type Output struct {
 	ExpiresAt int64        `json:"expires_at,omitempty"`
 	Position  int64        `json:"position,omitempty"`
 	Value     *string      `json:"value,omitempty"` // read: nil for null
+	// Status is the HTTP status of a 5xx answer (an unknown outcome): 503
+	// says the server knew the database was away, 500 that it failed.
+	Status int `json:"status,omitempty"`
+	// Code and RetryAfter (seconds) are the error code and Retry-After of
+	// that 5xx answer: what it promised the client (CheckUnavailable).
+	Code       lk.ErrorCode `json:"code,omitempty"`
+	RetryAfter int64        `json:"retry_after,omitempty"`
 	// Detail says why an outcome is unknown, or the error's message.
 	Detail string `json:"detail,omitempty"`
 }
@@ -113,6 +120,35 @@ type History struct {
 	mu     sync.Mutex
 	ops    []Op
 	faults []Fault
+	// answerSettle is how long after a 5xx answer its operation may still
+	// take effect, when answerSettleKnown (SetAnswerSettle); otherwise
+	// such an operation may take effect at any time after its call.
+	answerSettle      int64
+	answerSettleKnown bool
+}
+
+// SetAnswerSettle says how long after the server answered 5xx the
+// operation may still have taken effect: none on SQLite, whose server
+// commits in its own process and does nothing more for a request once it
+// answered (a 503 for a full disk rolled back, or, after an fsync error,
+// may have committed, but before the answer); on PostgreSQL, a COMMIT the
+// database had received when the connection broke. The Cluster sets it.
+// Without it a 5xx answer counts as no answer at all, which costs
+// porcupine dearly when thousands of them come (a full disk).
+func (h *History) SetAnswerSettle(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answerSettle, h.answerSettleKnown = int64(d), true
+}
+
+// answerSettleOrUnknown is what SetAnswerSettle set, or -1 when unset.
+func (h *History) answerSettleOrUnknown() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.answerSettleKnown {
+		return -1
+	}
+	return time.Duration(h.answerSettle)
 }
 
 // NewHistory starts an empty history; its clock starts now.
@@ -268,6 +304,10 @@ func (c *Client) do(ctx context.Context, in Input, send func(ctx context.Context
 		out = Output{NotSent: true, Detail: err.Error()}
 	default:
 		out = Output{Unknown: true, Detail: err.Error()}
+		if e != nil {
+			out.Status = e.Status
+			out.Code, out.RetryAfter = e.Code, int64(e.RetryAfter/time.Second)
+		}
 	}
 	op.Output = out
 	return c.h.add(op)

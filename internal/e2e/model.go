@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -163,6 +164,15 @@ func step(s lockState, si stepInput, out Output) (bool, lockState) {
 		case out.Outcome == lk.Granted && in.Wait > 0:
 			if out.Token <= s.counter {
 				return false, s
+			}
+			// The queue is granted in its order (grantQueue): a waiter
+			// told a lower token cannot be behind one told a higher. Cut
+			// here, the orders of concurrent waiters that some hand-over
+			// would refuse later are not searched at all.
+			for _, q := range s.queue {
+				if q.expect > out.Token {
+					return false, s
+				}
 			}
 			w.expect, w.by = out.Token, si.answer
 		default:
@@ -335,25 +345,36 @@ func (op Op) describe() string {
 // anywhere after its call, or nowhere that matters; but an operation sent
 // to a process that was killed took effect by the kill's Settled or never,
 // so it returns then (etcd's robustness tests patch their histories with
-// what they know in the same way). An operation that was never sent is
-// left out.
-func Operations(ops []Op, faults []Fault) []porcupine.Operation {
+// what they know in the same way). So does one the server answered 5xx,
+// answerSettle after its answer (History.SetAnswerSettle), unless that is
+// negative: unknown. An operation that was never sent is left out.
+func Operations(ops []Op, faults []Fault, answerSettle time.Duration) []porcupine.Operation {
+	settle5xx := int64(answerSettle)
 	settled := map[[2]int]int64{}
 	for _, f := range faults {
 		if f.Kind == "kill" {
 			settled[[2]int{f.Server, f.Incarnation}] = f.Settled
 		}
 	}
+	outages := dbOutages(faults)
 	out := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
-		if op.Output.NotSent {
-			continue
+		if op.Output.NotSent || IsLapseLock(op.Input.Lock) {
+			continue // a lapse is a move no operation shows: not the model's
 		}
 		ret := op.Return
 		if op.Output.Unknown {
 			ret = math.MaxInt64
 			if s, ok := settled[[2]int{op.Server, op.Incarnation}]; ok && s > op.Call {
 				ret = s
+			}
+			if s, ok := outageSettled(op, outages); ok {
+				ret = min(ret, s)
+			}
+			if op.Output.Status >= 500 && settle5xx >= 0 {
+				// The server answered: whatever the operation did, it
+				// did by then (plus what the database may still commit).
+				ret = min(ret, op.Return+settle5xx)
 			}
 		}
 		out = append(out, porcupine.Operation{

@@ -16,7 +16,7 @@ import (
 // failure like Illegal: a check that cannot conclude proves nothing. info
 // is porcupine's, for Visualize.
 func CheckLinearizable(h *History, timeout time.Duration) (porcupine.CheckResult, porcupine.LinearizationInfo) {
-	return porcupine.CheckOperationsVerbose(Model, Operations(h.Ops(), h.Faults()), timeout)
+	return porcupine.CheckOperationsVerbose(Model, Operations(h.Ops(), h.Faults(), h.answerSettleOrUnknown()), timeout)
 }
 
 // Report is what Verify found.
@@ -82,8 +82,9 @@ func (r Report) String() string {
 // and saves the history (history.jsonl) and, when porcupine found no
 // linearization, its picture (linearization.html) in tb.ArtifactDir, kept
 // by go test -artifacts. It does not fail tb: the caller decides whether
-// violations were wanted.
-func Verify(tb testing.TB, h *History, timeout time.Duration) Report {
+// violations were wanted. more are the violations of checks the caller
+// ran itself (CheckAfter, CheckAudit), reported with the rest.
+func Verify(tb testing.TB, h *History, timeout time.Duration, more ...Violation) Report {
 	tb.Helper()
 	ops := h.Ops()
 	r := Report{Ops: len(ops), Faults: len(h.Faults()), Outcomes: map[string]int{}}
@@ -93,7 +94,7 @@ func Verify(tb testing.TB, h *History, timeout time.Duration) Report {
 		}
 		r.Outcomes[outcome(op)]++
 	}
-	r.Violations = CheckInvariants(h)
+	r.Violations = append(CheckInvariants(h), more...)
 	start := time.Now()
 	res, info := CheckLinearizable(h, timeout)
 	r.CheckTime, r.Linearizable = time.Since(start), res
@@ -123,6 +124,7 @@ func Verify(tb testing.TB, h *History, timeout time.Duration) Report {
 		counts = append(counts, fmt.Sprintf("%s %d", k, r.Outcomes[k]))
 	}
 	tb.Logf("e2e: %s (history and pictures in %s)\n\toutcomes: %s", r, dir, strings.Join(counts, ", "))
+	tb.Logf("e2e: wake-up: %s", WakeCoverage(h))
 	return r
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +26,7 @@ import (
 // Each worker uses one client id per lock ("w3/lock-1"), so that no client
 // id ever waits for one lock while it holds or awaits another: the history
 // then partitions by lock (Model). TTL is far beyond Duration, so that no
-// lease lapses during the run.
+// lease lapses during the run but those Lapse abandons.
 type Workload struct {
 	Workers  int           // default 8
 	Locks    int           // default 4
@@ -37,6 +39,24 @@ type Workload struct {
 	// unknown outcome (a server down for that long leaves the unknowns in
 	// the history, which the checks allow for); default 30 s.
 	Recover time.Duration
+	// HTTP is the workers' HTTP client; default HTTPClient(). An
+	// APIChecker's checks every answer against the API's document.
+	HTTP *http.Client
+	// Prefix goes before every lock name, so that runs one after the other
+	// on one cluster touch different locks: each is a history of its own
+	// (a soak's rounds).
+	Prefix string
+	// Lapse is the fraction of rounds in which a worker abandons its hold
+	// without a release, so that it lapses (0: none, the lapse-free
+	// workload). Such a hold is taken with a ttl of LapseTTL by a client
+	// id used for it alone, and is written with, as a crashed job's would
+	// be; its token serves the late job's writes. A workload with lapses
+	// names its locks LapseLockName: porcupine's model is lapse-free and
+	// leaves those locks out (Operations), so the invariant checks alone
+	// judge them, CheckLapse among them.
+	Lapse float64
+	// LapseTTL is the ttl of the abandoned holds in seconds, default 1.
+	LapseTTL int64
 }
 
 func (w Workload) defaults() Workload {
@@ -61,11 +81,30 @@ func (w Workload) defaults() Workload {
 	if w.Recover == 0 {
 		w.Recover = 30 * time.Second
 	}
+	if w.LapseTTL == 0 {
+		w.LapseTTL = 1
+	}
 	return w
 }
 
 // LockName is the name of lock i of a workload.
 func LockName(i int) string { return fmt.Sprintf("e2e/lock-%d", i) }
+
+// LapseLockName is the name of lock i of a workload with lapses.
+func LapseLockName(i int) string { return fmt.Sprintf("%s%d", lapseLock, i) }
+
+const lapseLock = "e2e/lapse-"
+
+// IsLapseLock reports whether lock is one of a workload with lapses
+// (whatever its Prefix), which the lapse-free model leaves out.
+func IsLapseLock(lock string) bool { return strings.Contains(lock, lapseLock) }
+
+func (w Workload) lockName(i int) string {
+	if w.Lapse > 0 {
+		return w.Prefix + LapseLockName(i)
+	}
+	return w.Prefix + LockName(i)
+}
 
 // KeyName is the name of key i of the store.
 func KeyName(i int) string { return fmt.Sprintf("k%d", i) }
@@ -76,7 +115,10 @@ func KeyName(i int) string { return fmt.Sprintf("k%d", i) }
 func (w Workload) Run(ctx context.Context, h *History, target func(worker int) Target) {
 	w = w.defaults()
 	deadline := time.Now().Add(w.Duration)
-	hc := HTTPClient()
+	hc := w.HTTP
+	if hc == nil {
+		hc = HTTPClient()
+	}
 	var wg sync.WaitGroup
 	for i := range w.Workers {
 		c := NewClient(h, i, target(i), hc)
@@ -97,7 +139,7 @@ func (w Workload) worker(ctx context.Context, c *Client, worker int, deadline ti
 	// lock, released since, for the late job's writes.
 	late := map[string]int64{}
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		lock := LockName(rng.IntN(w.Locks))
+		lock := w.lockName(rng.IntN(w.Locks))
 		id := fmt.Sprintf("w%d/%s", worker, lock)
 		if token := late[lock]; token > 0 && rng.IntN(5) == 0 {
 			// The late job: a write with the token of a lease released a
@@ -113,6 +155,18 @@ func (w Workload) worker(ctx context.Context, c *Client, worker int, deadline ti
 		wait := w.Wait
 		if rng.IntN(4) == 0 {
 			wait = 0
+		}
+		if w.Lapse > 0 && rng.Float64() < w.Lapse {
+			// Abandoned: a client id that is never used again, so that
+			// nothing but the lapse ends the lease.
+			id := fmt.Sprintf("%s/lapse-%d", id, n)
+			a := c.Acquire(ctx, id, lock, w.LapseTTL, mode, wait)
+			if a.Output.Unknown || a.Output.Outcome != lk.Granted {
+				w.recover(ctx, c, id, lock)
+			} else if mode == lk.Exclusive && c.Write(ctx, id, lock, KeyName(rng.IntN(w.Keys)), value(), a.Output.Token).Output.Outcome == lk.OK {
+				late[lock] = a.Output.Token
+			}
+			continue
 		}
 		a := c.Acquire(ctx, id, lock, w.TTL, mode, wait)
 		if a.Output.Unknown || a.Output.Outcome != lk.Granted {
@@ -175,7 +229,7 @@ func (w Workload) FinalReads(ctx context.Context, h *History, target Target) {
 	until := time.Now().Add(time.Minute)
 	for l := range w.Locks {
 		for k := range w.Keys {
-			for !c.Read(ctx, "final", LockName(l), KeyName(k), true).Output.Known() && time.Now().Before(until) {
+			for !c.Read(ctx, "final", w.lockName(l), KeyName(k), true).Output.Known() && time.Now().Before(until) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}

@@ -1,0 +1,94 @@
+package e2e_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e"
+)
+
+// TestLostChecksBite feeds CheckLost and CheckStalled hand-made records of
+// clients that kept a lost lease too long and of a store that let a stalled
+// holder overwrite its successor, and requires each reported, and the same
+// records done right accepted.
+func TestLostChecksBite(t *testing.T) {
+	// History times from 0, wall times from 1e18: lapse is where the
+	// first lease's expires_at falls on both.
+	const exp, wall = 10, int64(1e18)
+	lapse := int64(exp * time.Second)
+	ms := int64(time.Millisecond)
+	pair := func(lost, released, next int64) []e2e.LeaseRecord {
+		on := func(at int64) int64 {
+			if at == 0 {
+				return 0
+			}
+			return wall + at
+		}
+		e := wall/1e9 + exp
+		return []e2e.LeaseRecord{
+			{Client: "a", Lock: "l", Token: 1, TTL: 3, GrantedAt: e - 3, ExpiresAt: e, Call: lapse - 3000*ms, Return: lapse - 2990*ms,
+				Lost: lost, LostWall: on(lost), Released: released, ReleasedWall: on(released)},
+			{Client: "b", Lock: "l", Token: 2, TTL: 3, GrantedAt: e, ExpiresAt: e + 3, Call: lapse - 2000*ms, Return: next,
+				Released: next + 500*ms, ReleasedWall: on(next + 500*ms), Lost: next + 510*ms, LostWall: on(next + 510*ms)},
+		}
+	}
+	for _, c := range []struct {
+		name string
+		recs []e2e.LeaseRecord
+		want []string
+	}{
+		{"lost before expiry", pair(lapse-100*ms, lapse+5000*ms, lapse+50*ms), nil},
+		{"released before expiry", pair(lapse+5000*ms, lapse-100*ms, lapse+50*ms), nil},
+		{"lost within the margin", pair(lapse+100*ms, 0, lapse+200*ms), nil},
+		{"lost a second late", pair(lapse+1000*ms, 0, lapse+2000*ms), []string{e2e.CheckLostBeforeExpiry}},
+		{"lost after the successor's grant", pair(lapse+100*ms, 0, lapse+50*ms), []string{e2e.CheckLostBeforeSuccessor}},
+		{"never lost", pair(0, 0, lapse+50*ms), []string{e2e.CheckLostBeforeSuccessor, e2e.CheckLostBeforeExpiry}},
+	} {
+		var got []string
+		for _, v := range e2e.CheckLost(c.recs) {
+			if !slices.Contains(got, v.Check) {
+				got = append(got, v.Check)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(c.want)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: reported %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	stalled := func(stale bool, final string, lost string) []e2e.Violation {
+		h := e2e.NewHistory()
+		ok := lk.OK
+		write := func(client, value string, token, call int64, out e2e.Output) {
+			h.Record(e2e.Op{Input: e2e.Input{Kind: e2e.Write, Client: client, Lock: "l", Key: "k", Value: value, Token: token}, Output: out, Call: call, Return: call + 1})
+		}
+		write("a", "a1", 1, 10, e2e.Output{Outcome: ok})
+		write("b", "b1", 2, 20, e2e.Output{Outcome: ok})
+		late := e2e.Output{Err: lk.CodeStaleToken}
+		if !stale {
+			late = e2e.Output{Outcome: ok}
+		}
+		write("a", "a2", 1, 30, late)
+		token := int64(2)
+		if final == "a2" {
+			token = 1
+		}
+		h.Record(e2e.Op{Input: e2e.Input{Kind: e2e.Read, Lock: "l", Key: "k", Final: true}, Output: e2e.Output{Value: &final, Token: token}, Call: 40, Return: 41})
+		return e2e.CheckStalled(h, e2e.Stalled{Lock: "l", Holder: "a", Successor: "b", Lost: lost})
+	}
+	if vs := stalled(true, "b1", "lease expired"); len(vs) > 0 {
+		t.Errorf("a fenced-out stalled holder reported: %v", vs)
+	}
+	for name, vs := range map[string][]e2e.Violation{
+		"a late write accepted":    stalled(false, "b1", "lease expired"),
+		"the store kept the stale": stalled(true, "a2", "lease expired"),
+		"no Lost":                  stalled(true, "b1", ""),
+	} {
+		if len(vs) == 0 || vs[0].Check != e2e.CheckStalledFenced {
+			t.Errorf("%s: reported %v, want %s", name, vs, e2e.CheckStalledFenced)
+		}
+	}
+}
