@@ -19,9 +19,11 @@ import (
 // through the other, and an acquire blocked on one is answered by a
 // release on the other: the figures of the first two-server test.
 
-// pgLocks is the number of locks of the two-server scenarios, as the old
-// test had.
-const pgLocks = 5
+// pgLocks is the number of locks of the two-server scenarios. The old
+// test had 5 for its 50 workers; 10 waiters to a lock at once made
+// porcupine's search of one lock's history run past its minute on a
+// loaded 2-core machine (CI), where 5 to a lock takes seconds.
+const pgLocks = 10
 
 func pgLockNames() []string {
 	var out []string
@@ -186,7 +188,7 @@ func requireBothServersWorked(t *testing.T, h *e2e.History, n int) {
 	}
 }
 
-// TestTwoServersPostgres: fifty workers on five locks for sixteen seconds
+// TestTwoServersPostgres: fifty workers on ten locks for sixteen seconds
 // through two servers on one PostgreSQL schema, without faults. Every
 // check must pass, both servers must have worked, and at least one
 // blocked acquire must have been granted after a release through the
@@ -254,7 +256,7 @@ var _ = register(scenario{
 	},
 })
 
-// TestServerDiesMidLoad: twenty workers on five locks for ten seconds
+// TestServerDiesMidLoad: twenty workers on ten locks for ten seconds
 // through two servers on one PostgreSQL schema; four to five seconds in,
 // one server is killed with SIGKILL and never comes back. The workers go
 // on through the survivor (an operation sent to the dead one is refused
