@@ -10,6 +10,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
 // The database fails over for real, under load (the old
@@ -187,6 +188,7 @@ var _ = register(scenario{
 		}
 		return r
 	},
+	catches: []string{failpoint.AcceptStaleWrite},
 })
 
 // requireFailover: the failover reached both servers (each answered 503

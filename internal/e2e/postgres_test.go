@@ -9,6 +9,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
 // Two `leasekeeper serve` on one PostgreSQL schema, as behind a load
@@ -169,6 +170,7 @@ var _ = register(scenario{
 		}
 		return r
 	},
+	catches: []string{failpoint.SkipServiceLock},
 })
 
 // requireBothServersWorked: each of the first n servers granted something.
@@ -209,6 +211,7 @@ var _ = register(scenario{
 		e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
 		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
+	catches: []string{failpoint.ReissueToken},
 })
 
 // TestKillEachPostgres: two servers on one PostgreSQL schema, each killed
@@ -254,6 +257,7 @@ var _ = register(scenario{
 		}
 		return r
 	},
+	catches: []string{failpoint.AcceptStaleWrite},
 })
 
 // TestServerDiesMidLoad: twenty workers on ten locks for ten seconds
