@@ -33,6 +33,15 @@ type AcquireResult struct {
 	ExpiresAt int64    `json:"expires_at,omitempty"` // Granted
 	Position  int64    `json:"position,omitempty"`   // Queued: the rank in the queue, 1 = next in line
 	Victims   []string `json:"victims,omitempty"`
+	// Predecessors (Granted) are the leases whose end made this grant
+	// possible (docs/api.md); none for a first grant or a reader joining
+	// live readers.
+	Predecessors []Predecessor `json:"predecessors,omitempty"`
+	// Aborts explains each of Victims, in the same order.
+	Aborts []Abort `json:"aborts,omitempty"`
+	// EstimatedWait (Queued) is the expected wait in seconds, an estimate
+	// from the lock's recent hold times; nil when the lock has no history.
+	EstimatedWait *float64 `json:"estimated_wait_s,omitempty"`
 }
 
 // MarshalJSON writes the fields of the outcome, zeros included (a lease
@@ -45,12 +54,21 @@ func (r AcquireResult) MarshalJSON() ([]byte, error) {
 		ExpiresAt *int64   `json:"expires_at,omitempty"`
 		Position  *int64   `json:"position,omitempty"`
 		Victims   []string `json:"victims,omitempty"`
+		// Predecessors and EstimatedWait follow their outcome, Aborts the victims.
+		Predecessors  []Predecessor `json:"predecessors,omitempty"`
+		Aborts        []Abort       `json:"aborts,omitempty"`
+		EstimatedWait *float64      `json:"estimated_wait_s,omitempty"`
 	}{Outcome: r.Outcome, Victims: r.Victims}
+	if len(r.Victims) > 0 {
+		w.Aborts = r.Aborts
+	}
 	switch r.Outcome {
 	case Granted:
 		w.Token, w.GrantedAt, w.ExpiresAt = &r.Token, &r.GrantedAt, &r.ExpiresAt
+		w.Predecessors = r.Predecessors
 	case Queued:
 		w.Position = &r.Position
+		w.EstimatedWait = r.EstimatedWait
 	}
 	return marshal(w)
 }
@@ -98,6 +116,9 @@ type Waiter struct {
 	Client   string `json:"client"`
 	Mode     Mode   `json:"mode"`
 	Position int64  `json:"position"`
+	// EstimatedWait is the expected wait in seconds from now until this
+	// entry is granted, an estimate; nil when the lock has no history.
+	EstimatedWait *float64 `json:"estimated_wait_s,omitempty"`
 }
 
 // InspectResult is a lock's state: holders by token, queue oldest first (S4).
@@ -119,6 +140,8 @@ type Hold struct {
 type WaitingFor struct {
 	Lock     string `json:"lock"`
 	Position int64  `json:"position"`
+	// EstimatedWait is as in Waiter.
+	EstimatedWait *float64 `json:"estimated_wait_s,omitempty"`
 }
 
 // StatusResult is status's answer (D6). Age is 0 for an unregistered client
@@ -131,6 +154,9 @@ type StatusResult struct {
 	Holds   []Hold      `json:"holds"` // by lock name
 	Waiting *WaitingFor `json:"waiting"`
 	Next    *string     `json:"next"`
+	// Aborted explains why an unregistered client was last aborted as a
+	// deadlock victim, while history keeps it (docs/api.md); nil otherwise.
+	Aborted *Abort `json:"aborted,omitempty"`
 }
 
 type statusWire struct {
@@ -139,11 +165,12 @@ type statusWire struct {
 	Holds   []Hold      `json:"holds"`
 	Waiting *WaitingFor `json:"waiting"`
 	Next    *string     `json:"next"`
+	Aborted *Abort      `json:"aborted,omitempty"`
 }
 
 // MarshalJSON writes an unregistered client's age as null.
 func (r StatusResult) MarshalJSON() ([]byte, error) {
-	w := statusWire{Client: r.Client, Holds: r.Holds, Waiting: r.Waiting, Next: r.Next}
+	w := statusWire{Client: r.Client, Holds: r.Holds, Waiting: r.Waiting, Next: r.Next, Aborted: r.Aborted}
 	if r.Age != 0 {
 		w.Age = &r.Age
 	}
@@ -159,7 +186,7 @@ func (r *StatusResult) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*r = StatusResult{Client: w.Client, Holds: w.Holds, Waiting: w.Waiting, Next: w.Next}
+	*r = StatusResult{Client: w.Client, Holds: w.Holds, Waiting: w.Waiting, Next: w.Next, Aborted: w.Aborted}
 	if w.Age != nil {
 		r.Age = *w.Age
 	}
@@ -167,11 +194,13 @@ func (r *StatusResult) UnmarshalJSON(b []byte) error {
 }
 
 // LockSummary is one active lock as the listing shows it: its holders by
-// token and how many clients wait for it.
+// token and how many clients wait for it. OldestWaitS is how long the
+// client first in line has waited, in seconds, nil when nobody waits.
 type LockSummary struct {
-	Lock    string   `json:"lock"`
-	Holders []Holder `json:"holders"`
-	Waiting int64    `json:"waiting"`
+	Lock        string   `json:"lock"`
+	Holders     []Holder `json:"holders"`
+	Waiting     int64    `json:"waiting"`
+	OldestWaitS *int64   `json:"oldest_wait_s,omitempty"`
 }
 
 // LocksResult is a page of the locks listing. Next is the name to pass as

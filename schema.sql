@@ -5,7 +5,7 @@ CREATE TABLE service (
     id              INTEGER PRIMARY KEY CHECK (id = 1),
     clock           INTEGER,
     last_client_age INTEGER NOT NULL DEFAULT 0
-);
+, event_id INTEGER NOT NULL DEFAULT 0);
 
 CREATE TABLE locks (
     name          TEXT PRIMARY KEY,
@@ -63,6 +63,18 @@ SELECT c.name, c.age, q.lock AS waiting_for,
        (SELECT count(*) FROM leases l WHERE l.client = c.name) AS leases_held
   FROM clients c LEFT JOIN queue_entries q ON q.client = c.name;
 
+CREATE TABLE aborts (
+    client     TEXT NOT NULL,
+    age        INTEGER NOT NULL,
+    aborted_at INTEGER NOT NULL,
+    requester  TEXT NOT NULL,
+    lock       TEXT NOT NULL,
+    cycle      TEXT NOT NULL,
+    PRIMARY KEY (client, age)
+) WITHOUT ROWID;
+
+CREATE INDEX aborts_by_time ON aborts (aborted_at);
+
 CREATE TABLE grants (
     lock       TEXT NOT NULL,
     token      INTEGER NOT NULL,
@@ -71,7 +83,8 @@ CREATE TABLE grants (
     granted_at INTEGER NOT NULL,
     expires_at INTEGER NOT NULL,
     ended_at   INTEGER,
-    ended      TEXT CHECK (ended IN ('released', 'lapsed', 'revoked', 'aborted')),
+    ended      TEXT CHECK (ended = 'released' OR ended = 'lapsed' OR ended = 'revoked' OR ended = 'aborted'),
+    ended_after_token INTEGER,
     PRIMARY KEY (lock, token)
 ) WITHOUT ROWID;
 
@@ -80,3 +93,7 @@ CREATE INDEX grants_by_client ON grants (client, granted_at, lock, token);
 CREATE INDEX grants_by_end ON grants (ended_at) WHERE ended_at IS NOT NULL;
 
 CREATE INDEX grants_ended_by_lock ON grants (lock, token) WHERE ended IS NOT NULL;
+
+CREATE INDEX grants_ended_by_lock_time ON grants (lock, ended_at) WHERE ended IS NOT NULL;
+
+CREATE INDEX grants_ended_by_lock_order ON grants (lock, ended_after_token, ended_at, token) WHERE ended IS NOT NULL;

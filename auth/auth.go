@@ -18,7 +18,8 @@
 // that none of its patterns matches. GET /v1/health, GET /v1/ready and GET
 // /v1/openapi.json are open to everyone, token or not: they tell only that
 // the server is up (and can reach its database), its clock and version, and
-// what the API is.
+// what the API is. So are the console's files (Access.Op "console"), which
+// hold no data: the page asks for a token before it reads any.
 //
 // What each role may do:
 //
@@ -30,8 +31,11 @@
 //	status                    own client ids   any      any
 //	history of a client       own client ids   any      any
 //	history of a lock         own ids' rows    yes      yes
+//	events of a client        own client ids   any      any
+//	events (all)              own ids' events  yes      yes
 //	inspect, locks, metrics   -                yes      yes
-//	health, ready             everyone, without a token
+//	store, graph              -                yes      yes
+//	health, ready, console    everyone, without a token
 //
 // A principal may also carry limits, each optional, each for one server (a
 // principal talking to two servers may send twice as much):
@@ -113,13 +117,13 @@ func (a *Authorizer) Principals() int { return len(a.principals) }
 // the package's table.
 func Allowed(role Role, op string) bool {
 	switch op {
-	case "health", "ready", "openapi":
+	case "health", "ready", "openapi", "console":
 		return true
 	case "acquire", "renew", "release", "write":
 		return role == RoleClient || role == RoleAdmin
-	case "read", "status", "history":
+	case "read", "status", "history", "events":
 		return role == RoleClient || role == RoleReader || role == RoleAdmin
-	case "inspect", "locks", "metrics":
+	case "inspect", "locks", "store", "graph", "metrics":
 		return role == RoleReader || role == RoleAdmin
 	case "revoke", "unfence":
 		return role == RoleAdmin
@@ -129,7 +133,7 @@ func Allowed(role Role, op string) bool {
 
 // Authorize implements server.Authorizer.
 func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denial {
-	if acc.Op == "health" || acc.Op == "ready" || acc.Op == "openapi" {
+	if acc.Op == "health" || acc.Op == "ready" || acc.Op == "openapi" || acc.Op == "console" {
 		return nil
 	}
 	p := a.authenticate(r)
@@ -143,7 +147,8 @@ func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denia
 	}
 	// A lock's history names no client id: the server shows a client
 	// principal only its own client ids' rows of it (server.ClientScoper).
-	lockHistory := acc.Op == "history" && acc.Client == ""
+	// Nor does the event stream without ?client=: it shows only theirs.
+	lockHistory := (acc.Op == "history" || acc.Op == "events") && acc.Client == ""
 	if p.Role == RoleClient && actsAsClient(acc.Op) && !lockHistory && !p.matches(acc.Client) {
 		a.refuse(r, acc, p, "the client id matches none of the principal's patterns")
 		return &server.Denial{Code: lk.CodeForbidden, Message: "principal " + p.Name + " may not act as client " + strconv.Quote(acc.Client)}
@@ -156,7 +161,7 @@ func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denia
 // asks.
 func actsAsClient(op string) bool {
 	switch op {
-	case "acquire", "renew", "release", "revoke", "status", "history":
+	case "acquire", "renew", "release", "revoke", "status", "history", "events":
 		return true
 	}
 	return false

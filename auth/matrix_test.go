@@ -193,6 +193,14 @@ var endpoints = []endpoint{
 	{"history-of-lock", false, holding, func(l, c string) (string, string, string) {
 		return "GET", "/v1/history?lock=" + l, ""
 	}, `{"grants":`},
+	{"store", false, func(t *testing.T, e *env, l, c string) {
+		e.admin(t, "POST", "/v1/write", fmt.Sprintf(`{"lock": %q, "key": "k", "value": "v", "token": 1}`, l))
+	}, func(l, c string) (string, string, string) {
+		return "GET", "/v1/store?lock=" + l, ""
+	}, `{"lock":"L`},
+	{"graph", false, holding, func(l, c string) (string, string, string) {
+		return "GET", "/v1/graph?lock=" + l, ""
+	}, `{"locks":[{"lock":"L`},
 	{"health", false, nothing, func(l, c string) (string, string, string) {
 		return "GET", "/v1/health", ""
 	}, `{"status":"ok","clock":`},
@@ -236,10 +244,10 @@ func want(s subject, op, client string) int {
 		auth.RoleClient: {"acquire": true, "renew": true, "release": true, "status": true, "write": true, "read": true,
 			"history": true, "history-of-lock": true},
 		auth.RoleReader: {"status": true, "read": true, "inspect": true, "locks": true, "metrics": true,
-			"history": true, "history-of-lock": true},
+			"history": true, "history-of-lock": true, "store": true, "graph": true},
 		auth.RoleAdmin: {"acquire": true, "renew": true, "release": true, "revoke": true, "unfence": true, "status": true,
 			"write": true, "read": true, "inspect": true, "locks": true, "metrics": true,
-			"history": true, "history-of-lock": true},
+			"history": true, "history-of-lock": true, "store": true, "graph": true},
 	}[s.role][op]
 	if ok && s.role == auth.RoleClient && client != "" && !strings.HasPrefix(client, "etl-") {
 		ok = false

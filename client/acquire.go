@@ -108,7 +108,7 @@ func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) 
 			werr := c.withdraw(ctx, opts.Client, lock, withdrawFor)
 			return nil, &QueuedError{Position: res.Position, Victims: res.Victims, WithdrawErr: werr}
 		case lk.Deadlock:
-			return nil, &DeadlockError{Victims: res.Victims}
+			return nil, &DeadlockError{Victims: res.Victims, Aborts: res.Aborts}
 		case lk.Withdrawn:
 			return nil, ErrWithdrawn
 		default:

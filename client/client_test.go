@@ -435,6 +435,10 @@ func TestAcquireOnce(t *testing.T) {
 	res, err = once("x", "Y", false)
 	want("x queues for Y", res, err, lk.AcquireResult{Outcome: lk.Queued, Position: 1})
 	res, err = once("y", "X", false)
+	if len(res.Aborts) != 1 || *res.Aborts[0].Victim != "y" || len(res.Aborts[0].Cycle) != 2 {
+		t.Errorf("y closes the cycle: aborts %+v; want y's, with x and y", res.Aborts)
+	}
+	res.Aborts = nil // compared above: pointers do not print as values
 	want("y closes the cycle", res, err, lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{"y"}})
 	if cs, err := s.Status(ctx, "y"); err != nil || len(cs.Holds) != 0 || cs.Waiting != nil {
 		t.Errorf("y after its abort: %+v, %v; want neither holding nor waiting", cs, err)

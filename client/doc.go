@@ -49,7 +49,7 @@
 // with WithTLSConfig (LoadCAFile builds the configuration from a PEM file).
 //
 // The single-request methods (AcquireOnce, Renew, Release, Revoke, Inspect,
-// Status, Locks, Write, Read, Health) send one request and return the API's
+// Status, Locks, Store, Graph, Write, Read, Health) send one request and return the API's
 // answer as the typed result of package leasekeeper, the same types the
 // server encodes; AllLocks follows the pages of the locks listing.
 package client

@@ -150,7 +150,8 @@ func (e *GrantLostError) Unwrap() error { return e.Err }
 // DeadlockError is Acquire's answer when the requesting client was aborted as
 // a deadlock victim (D5). It matches ErrDeadlock.
 type DeadlockError struct {
-	Victims []string // every client the request aborted, in abort order; the requester last
+	Victims []string   // every client the request aborted, in abort order; the requester last
+	Aborts  []lk.Abort // why each of Victims was chosen, in the same order (when the server says)
 }
 
 func (e *DeadlockError) Error() string {

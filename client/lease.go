@@ -22,6 +22,10 @@ type Lease struct {
 	token     int64
 	victims   []string
 	grantedAt time.Time
+	// predecessors and aborts explain the grant (docs/api.md, "Answers
+	// that say why").
+	predecessors []lk.Predecessor
+	aborts       []lk.Abort
 
 	stop context.CancelFunc
 	done chan struct{} // closed when the keep-alive has stopped
@@ -39,6 +43,7 @@ func startLease(c *Client, client, lock string, ttl time.Duration, g lk.AcquireR
 	ctx, stop := context.WithCancel(context.Background())
 	l := &Lease{
 		c: c, client: client, lock: lock, ttl: ttl, token: g.Token, victims: g.Victims, grantedAt: time.Unix(g.GrantedAt, 0),
+		predecessors: g.Predecessors, aborts: g.Aborts,
 		stop: stop, done: make(chan struct{}), expiresAt: time.Unix(g.ExpiresAt, 0), lost: make(chan struct{}),
 	}
 	go l.keepAlive(ctx, base, renewNow)
@@ -69,6 +74,17 @@ func (l *Lease) Client() string { return l.client }
 // Victims are the clients the acquire aborted as deadlock victims (D5), in
 // abort order; usually none.
 func (l *Lease) Victims() []string { return l.victims }
+
+// Aborts explains each of Victims, in the same order: its age and the
+// cycle it was chosen from.
+func (l *Lease) Aborts() []lk.Abort { return l.aborts }
+
+// Predecessors are the leases whose end made this grant possible, oldest
+// end first (docs/api.md): none on a lock's first grant, for a reader that
+// joined live readers, or from a server that does not explain. A
+// predecessor that lapsed or was revoked may have left work half-done;
+// lk.WorstEnding(l.Predecessors()) says whether one did.
+func (l *Lease) Predecessors() []lk.Predecessor { return l.predecessors }
 
 // Lost is closed when the lease is no longer kept: the server refused a
 // renew (the lease was released from elsewhere, or it lapsed, or the client

@@ -38,7 +38,7 @@ func (postgresDialect) begin() string { return `BEGIN` }
 // serviceCounters: the stored counter is exact, for a database with peers'
 // service writes it whenever it changes; the clients table is not read.
 func (postgresDialect) serviceCounters() string {
-	return `SELECT clock, last_client_age FROM service WHERE id = 1`
+	return `SELECT clock, last_client_age, event_id FROM service WHERE id = 1`
 }
 
 // lockGrant: one statement, a round trip less than two: the counter, the
@@ -68,12 +68,13 @@ func (postgresDialect) leaseRenew() string {
 
 func (postgresDialect) leaseEnd() string {
 	return `WITH l AS (DELETE FROM leases WHERE lock = ?1 AND client = ?2 RETURNING mode, token, granted_at, expires_at),
-			g AS (UPDATE grants SET ended = ?3, ended_at = ?4 WHERE lock = ?1 AND token = (SELECT token FROM l))
+			g AS (UPDATE grants SET ended = ?3, ended_at = ?4, ended_after_token = (SELECT last_token FROM locks WHERE name = ?1)
+				WHERE lock = ?1 AND token = (SELECT token FROM l))
 			SELECT mode, token, granted_at, expires_at FROM l`
 }
 
 func (postgresDialect) lockServiceRow() string {
-	return `SELECT clock, last_client_age FROM service WHERE id = 1 FOR UPDATE`
+	return `SELECT clock, last_client_age, event_id FROM service WHERE id = 1 FOR UPDATE`
 }
 
 func (postgresDialect) clock() string {

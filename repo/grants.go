@@ -36,15 +36,16 @@ func GrantInsert(tx *Tx, l LeaseRow) error {
 }
 
 var qGrantInsertEnded = shared("GrantInsertEnded", `INSERT INTO grants
-		(lock, token, client, mode, granted_at, expires_at, ended_at, ended)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (lock, token) DO NOTHING`)
+		(lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (lock, token) DO NOTHING`)
 
 // GrantInsertLapsed records a grant that lapsed in the operation that made
 // it: a waiter granted during a hand-over whose own lease had run out by
-// then (L3), which never becomes a row of leases.
-func GrantInsertLapsed(tx *Tx, l LeaseRow) error {
+// then (L3), which never becomes a row of leases. endedAfter is the lock's
+// last token granted before l.ExpiresAt (explain.go).
+func GrantInsertLapsed(tx *Tx, l LeaseRow, endedAfter int64) error {
 	_, err := tx.exec(qGrantInsertEnded, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt,
-		l.ExpiresAt, lk.EndLapsed)
+		l.ExpiresAt, lk.EndLapsed, endedAfter)
 	return err
 }
 
@@ -56,19 +57,28 @@ func grantRenew(tx *Tx, lock string, token, expiresAt int64) error {
 	return err
 }
 
-var qGrantEnd = shared("GrantEnd", `UPDATE grants SET ended = ?, ended_at = ? WHERE lock = ? AND token = ?`)
+var qGrantEnd = shared("GrantEnd", `UPDATE grants SET ended = ?1, ended_at = ?2,
+		ended_after_token = (SELECT last_token FROM locks WHERE name = ?3) WHERE lock = ?3 AND token = ?4`)
 
-// grantEnd records that lock's token ended, how and when.
+// grantEnd records that lock's token ended, how and when, and after which
+// of the lock's tokens (explain.go): the last issued, as an operation ends
+// leases before it grants any.
 func grantEnd(tx *Tx, lock string, token int64, how lk.Ending, at int64) error {
 	_, err := tx.exec(qGrantEnd, how, at, lock, token)
 	return err
 }
 
-var qGrantsLapse = shared("GrantsLapse", `UPDATE grants SET ended = 'lapsed', ended_at = expires_at
+var qGrantsLapse = shared("GrantsLapse", `UPDATE grants SET ended = 'lapsed', ended_at = expires_at,
+		ended_after_token = (SELECT g.token FROM grants g WHERE g.lock = grants.lock AND g.granted_at < grants.expires_at
+			ORDER BY g.token DESC LIMIT 1)
 		WHERE (lock, token) IN (SELECT lock, token FROM leases WHERE expires_at <= ?)`)
 
 // GrantsLapse ends, as lapsed at their expires_at, the rows of every lease
 // with expires_at <= now: run before LeasesDeleteExpiredBy deletes them.
+// Noticed late, a lapse still comes after the lock's last token granted
+// before its expires_at, and before the one the noticing operation grants
+// (at or after it): a lock's tokens follow its grants' times, and the walk
+// down from its last token reads only the grants made since the lapse.
 func GrantsLapse(tx *Tx, now int64) error {
 	_, err := tx.exec(qGrantsLapse, now)
 	return err

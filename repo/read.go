@@ -287,6 +287,7 @@ func liveLocks(cond string) string {
 		ORDER BY lock LIMIT ?2)
 		SELECT a.lock, k.queue_length AS waiting,
 		       (k.queue_length > 0 AND EXISTS (SELECT 1 FROM leases x WHERE x.lock = a.lock AND x.expires_at <= ?3)) AS unsettled,
+		       ` + headQueuedAt + ` AS head_queued_at,
 		       l.client, l.mode, l.token, l.expires_at
 		  FROM active a JOIN locks k ON k.name = a.lock LEFT JOIN leases l ON l.lock = a.lock AND l.expires_at > ?3
 		 ORDER BY a.lock, l.token`
@@ -309,7 +310,7 @@ func LocksLive(tx *Tx, prefix, after string, limit int, now int64) (page []lk.Lo
 	}
 	var rows []lockRow
 	err = tx.selectAll(&rows, q, from, limit+1, now)
-	page, more, unsettled = lockPage(rows, prefix, limit)
+	page, more, unsettled = lockPage(rows, prefix, limit, now)
 	return page, more, unsettled, err
 }
 

@@ -11,6 +11,9 @@ type Counters struct {
 	Clock         int64
 	ClockSet      bool // false before the first operation
 	LastClientAge int64
+	// EventID is the id of the last event a transaction numbered
+	// (service.NumberEvents): GET /v1/events.
+	EventID int64
 }
 
 // ServiceCounters reads the service row; LastClientAge is the registration
@@ -21,16 +24,16 @@ type Counters struct {
 func ServiceCounters(tx *Tx) (Counters, error) {
 	var c Counters
 	var clock sql.NullInt64
-	_, err := tx.row(qServiceCounters, nil, &clock, &c.LastClientAge)
+	_, err := tx.row(qServiceCounters, nil, &clock, &c.LastClientAge, &c.EventID)
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid
 	return c, err
 }
 
-var qServiceCountersSet = shared("ServiceCountersSet", `UPDATE service SET clock = ?, last_client_age = ? WHERE id = 1`)
+var qServiceCountersSet = shared("ServiceCountersSet", `UPDATE service SET clock = ?, last_client_age = ?, event_id = ? WHERE id = 1`)
 
 // ServiceCountersSet writes the service row.
 func ServiceCountersSet(tx *Tx, c Counters) error {
-	_, err := tx.exec(qServiceCountersSet, c.Clock, c.LastClientAge)
+	_, err := tx.exec(qServiceCountersSet, c.Clock, c.LastClientAge, c.EventID)
 	return err
 }
 
@@ -56,7 +59,7 @@ func Lock(tx *Tx) (c Counters, dbNow float64, err error) {
 	if failpoint.Enabled(failpoint.SkipServiceLock) {
 		q = qServiceCounters // the fault: the row is read, not locked
 	}
-	if _, err = tx.row(q, nil, &clock, &c.LastClientAge); err != nil {
+	if _, err = tx.row(q, nil, &clock, &c.LastClientAge, &c.EventID); err != nil {
 		return c, 0, err
 	}
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid
@@ -68,5 +71,22 @@ func Lock(tx *Tx) (c Counters, dbNow float64, err error) {
 // if and when the transaction commits. PostgreSQL only.
 func Notify(tx *Tx, payload string) error {
 	_, err := tx.exec(qNotify, tx.d.channel, payload)
+	return err
+}
+
+// qNotifyEventID is Notify that also writes the service row's event
+// counter, in one round trip: a transaction that changed nothing else of
+// the row need not write it apart. PostgreSQL only, as Notify.
+var qNotifyEventID = perDialect("Notify.event-id", func(d dialect) string {
+	if d.notify() == "" {
+		return ""
+	}
+	return `WITH c AS (UPDATE service SET event_id = ?3 WHERE id = 1) SELECT pg_notify(?1, ?2)`
+})
+
+// NotifyEventID is Notify, writing eventID to the service row in the same
+// statement.
+func NotifyEventID(tx *Tx, payload string, eventID int64) error {
+	_, err := tx.exec(qNotifyEventID, tx.d.channel, payload, eventID)
 	return err
 }

@@ -126,7 +126,8 @@ func locksActive(cond string) string {
 		UNION
 		SELECT lock FROM (SELECT DISTINCT lock FROM queue_entries WHERE ` + cond + ` ORDER BY lock LIMIT ?2) AS w
 		ORDER BY lock LIMIT ?2)
-		SELECT a.lock, k.queue_length AS waiting, l.client, l.mode, l.token, l.expires_at
+		SELECT a.lock, k.queue_length AS waiting, ` + headQueuedAt + ` AS head_queued_at,
+		       l.client, l.mode, l.token, l.expires_at
 		  FROM active a JOIN locks k ON k.name = a.lock LEFT JOIN leases l ON l.lock = a.lock
 		 ORDER BY a.lock, l.token`
 }
@@ -136,12 +137,18 @@ var (
 	qLocksActiveFrom  = shared("LocksActive.from", locksActive("lock >= ?1"))
 )
 
+// headQueuedAt is a locks page's column with when the first in line of
+// the lock a.lock was queued: one lookup of the queue's primary key, the
+// first position, whatever the queue's length.
+const headQueuedAt = `(SELECT f.queued_at FROM queue_entries f WHERE f.lock = a.lock ORDER BY f.position LIMIT 1)`
+
 // LocksActive lists a page of the locks that have holders or waiters, by
 // name: at most limit of those after `after` ("" for the first page) whose
 // names start with prefix; more is true when a next page has some. Each
 // source is read through its primary key from the page's first name on, so
 // a page costs what it shows, not every lock ever used nor every live one.
-func LocksActive(tx *Tx, prefix, after string, limit int) (page []lk.LockSummary, more bool, err error) {
+// The first waiter's wait is counted up to now.
+func LocksActive(tx *Tx, prefix, after string, limit int, now int64) (page []lk.LockSummary, more bool, err error) {
 	// Names that start with prefix come together in byte order, from
 	// prefix on: read from there, and stop at the first name without it.
 	from, q := after, qLocksActiveAfter
@@ -150,7 +157,7 @@ func LocksActive(tx *Tx, prefix, after string, limit int) (page []lk.LockSummary
 	}
 	var rows []lockRow
 	err = tx.selectAll(&rows, q, from, limit+1)
-	page, more, _ = lockPage(rows, prefix, limit)
+	page, more, _ = lockPage(rows, prefix, limit, now)
 	return page, more, err
 }
 
@@ -160,6 +167,7 @@ type lockRow struct {
 	Lock      string         `db:"lock"`
 	Waiting   int64          `db:"waiting"`
 	Unsettled bool           `db:"unsettled"`
+	HeadSince sql.NullInt64  `db:"head_queued_at"`
 	Client    sql.NullString `db:"client"`
 	Mode      sql.NullString `db:"mode"`
 	Token     sql.NullInt64  `db:"token"`
@@ -168,8 +176,9 @@ type lockRow struct {
 
 // lockPage gathers rows, by lock then token, into at most limit locks
 // whose names start with prefix: more is true when a lock was left for the
-// next page, unsettled when a lock of the page is.
-func lockPage(rows []lockRow, prefix string, limit int) (page []lk.LockSummary, more, unsettled bool) {
+// next page, unsettled when a lock of the page is. A waiter's wait is
+// counted up to now.
+func lockPage(rows []lockRow, prefix string, limit int, now int64) (page []lk.LockSummary, more, unsettled bool) {
 	for _, r := range rows {
 		if !strings.HasPrefix(r.Lock, prefix) {
 			break
@@ -179,6 +188,10 @@ func lockPage(rows []lockRow, prefix string, limit int) (page []lk.LockSummary, 
 				return page, true, unsettled
 			}
 			page = append(page, lk.LockSummary{Lock: r.Lock, Holders: []lk.Holder{}, Waiting: r.Waiting})
+			if r.HeadSince.Valid {
+				wait := max(now-r.HeadSince.Int64, 0)
+				page[len(page)-1].OldestWaitS = &wait
+			}
 			unsettled = unsettled || r.Unsettled
 		}
 		if r.Client.Valid {

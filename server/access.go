@@ -13,10 +13,11 @@ import (
 // Access is what a request asks to do, for an Authorizer to judge.
 type Access struct {
 	// Op is the operation: acquire, renew, release, revoke, unfence, write, read,
-	// inspect, status, locks, history, health, ready, openapi or metrics.
+	// inspect, status, locks, history, events, store, graph, health, ready,
+	// openapi, metrics, or console (the console's files, which hold no data).
 	Op string
 	// Client is the client id the request acts as (acquire, renew, release,
-	// revoke) or asks about (status); "" for the others.
+	// revoke) or asks about (status, history, events); "" for the others.
 	Client string
 }
 

@@ -36,10 +36,14 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/write", s.handleWrite)
 	s.mux.HandleFunc("POST /v1/unfence", s.handleUnfence)
 	s.mux.Handle("GET /v1/inspect", operation(s, "inspect", query, decodeInspect, s.svc.Inspect))
-	s.mux.Handle("GET /v1/status", readOperation(s, "status", decodeStatus, s.svc.ReadStatus, s.svc.Status))
+	s.mux.HandleFunc("GET /v1/status", s.handleStatus)
 	s.mux.Handle("GET /v1/read", operation(s, "read", query, decodeRead, s.svc.Read))
 	s.mux.Handle("GET /v1/locks", readOperation(s, "locks", decodeLocks, s.svc.ReadLocks, s.svc.Locks))
 	s.mux.HandleFunc("GET /v1/history", s.handleHistory)
+	s.mux.HandleFunc("GET /v1/events", s.handleEvents)
+	s.mux.Handle("GET /v1/store", readOperation(s, "store", decodeStore, s.svc.ReadStore, s.svc.Store))
+	s.mux.Handle("GET /v1/graph", readOperation(s, "graph", decodeGraph, s.svc.ReadGraph, s.svc.Graph))
+	s.consoleRoutes()
 	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/ready", s.handleReady)
 	s.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
@@ -465,16 +469,23 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	reply(w, res)
+	reply(w, scopeAcquire(s.clientScope(r), res))
 }
 
 // await blocks until client, queued for lock, is granted it, aborted or
 // withdrawn, or the wait runs out, and returns the answer.
 func (s *Server) await(ctx context.Context, client, lock string, wait time.Duration, news *subscription, queued lk.AcquireResult) (lk.AcquireResult, error) {
-	granted := func(token, grantedAt, expiresAt int64) lk.AcquireResult {
-		return lk.AcquireResult{Outcome: lk.Granted, Token: token, GrantedAt: grantedAt, ExpiresAt: expiresAt, Victims: queued.Victims}
+	granted := func(token, grantedAt, expiresAt int64, predecessors []lk.Predecessor) lk.AcquireResult {
+		return lk.AcquireResult{Outcome: lk.Granted, Token: token, GrantedAt: grantedAt, ExpiresAt: expiresAt,
+			Victims: queued.Victims, Aborts: queued.Aborts, Predecessors: predecessors}
 	}
-	aborted := lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{client}}
+	aborted := func(why *lk.Abort) lk.AcquireResult {
+		res := lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{client}}
+		if why != nil {
+			res.Aborts = []lk.Abort{*why}
+		}
+		return res
+	}
 	withdrawn := lk.AcquireResult{Outcome: lk.Withdrawn}
 	// decide turns an event into the answer, or reports that it is not one.
 	// The events of this wait are those of its queue entry: pos, learnt
@@ -496,9 +507,13 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 		}
 		switch {
 		case e.Kind == service.EventGranted && e.FromQueue:
-			return granted(e.Token, e.At, e.ExpiresAt), true
+			return granted(e.Token, e.At, e.ExpiresAt, s.predecessors(ctx, e)), true
 		case e.Kind == service.EventAborted:
-			return aborted, true
+			why := e.Abort
+			if why == nil || e.Truncated { // another server's, without all of it
+				why = s.lastAbort(ctx, client)
+			}
+			return aborted(why), true
 		case e.Kind == service.EventWithdrawn:
 			return withdrawn, true
 		}
@@ -554,13 +569,14 @@ func (s *Server) await(ctx context.Context, client, lock string, wait time.Durat
 		}
 		switch {
 		case st.Rank > 0 && final:
-			return lk.AcquireResult{Outcome: lk.Queued, Position: st.Rank, Victims: queued.Victims}, nil
+			return lk.AcquireResult{Outcome: lk.Queued, Position: st.Rank, Victims: queued.Victims, Aborts: queued.Aborts,
+				EstimatedWait: st.EstimatedWait}, nil
 		case st.Rank > 0:
 			// still waiting
 		case st.Hold != nil:
-			return granted(st.Hold.Token, st.Hold.GrantedAt, st.Hold.ExpiresAt), nil
+			return granted(st.Hold.Token, st.Hold.GrantedAt, st.Hold.ExpiresAt, st.Predecessors), nil
 		case !st.Registered:
-			return aborted, nil
+			return aborted(st.Aborted), nil
 		default:
 			return withdrawn, nil
 		}

@@ -32,6 +32,9 @@ func (w *statusWriter) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
+// Unwrap lets http.ResponseController flush through it (GET /v1/events).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // observed wraps h to report every request to the observer.
 func (s *Server) observed(h http.Handler) http.Handler {
 	if s.obs == nil {
@@ -51,9 +54,11 @@ func opOf(path string) string {
 	switch {
 	case path == "/metrics":
 		return "metrics"
+	case path == "/" || strings.HasPrefix(path, "/console/"):
+		return "console"
 	case strings.HasPrefix(path, "/v1/"):
 		switch op := strings.TrimPrefix(path, "/v1/"); op {
-		case "acquire", "renew", "release", "revoke", "unfence", "write", "read", "inspect", "status", "locks", "history", "health", "ready", "openapi.json":
+		case "acquire", "renew", "release", "revoke", "unfence", "write", "read", "inspect", "status", "locks", "history", "events", "store", "graph", "health", "ready", "openapi.json":
 			return op
 		}
 	}

@@ -98,8 +98,9 @@ func TestPeersDeadlockVictimOnOtherServer(t *testing.T) {
 	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L1", "ttl": 100, "wait": 600})
 	a.waitQueued("y")
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L2", "ttl": 100})
-	expect(t, v, `{"outcome": "granted", "token": 2, "granted_at": 0, "expires_at": 100, "victims": ["y"]}`)
-	expect(t, receive(t, ch), `{"outcome": "deadlock", "victims": ["y"]}`)
+	const why = `[{"victim": "y", "age": 2, "cycle": [{"client": "x", "age": 1, "waits_for": "L2"}, {"client": "y", "age": 2, "waits_for": "L1"}]}]`
+	expect(t, v, `{"outcome": "granted", "token": 2, "granted_at": 0, "expires_at": 100, "victims": ["y"], "aborts": `+why+`}`)
+	expect(t, receive(t, ch), `{"outcome": "deadlock", "victims": ["y"], "aborts": `+why+`}`)
 }
 
 // TestPeersSurvivesLostConnection: PostgreSQL ends the server's

@@ -108,7 +108,7 @@ func TestReadsApartFromCommitter(t *testing.T) {
 			_, v = f.call("GET", "/v1/status?client=b", nil)
 			expect(t, v, `{"client": "b", "age": 2, "holds": [], "waiting": {"lock": "L2", "position": 1}, "next": null}`)
 			_, v = f.call("GET", "/v1/locks", nil)
-			expect(t, v, `{"locks": [{"lock": "L2", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 2000}], "waiting": 1}], "next": null}`)
+			expect(t, v, `{"locks": [{"lock": "L2", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 2000}], "waiting": 1, "oldest_wait_s": 15}], "next": null}`)
 			held, waiting, err := srv.Counts(context.Background())
 			if err != nil || held != 1 || waiting != 1 {
 				t.Errorf("Counts: %d held, %d waiting, %v; want 1, 1, nil", held, waiting, err)

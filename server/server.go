@@ -45,6 +45,12 @@ type Options struct {
 	// Observer, when set, is told about events, requests, commits and
 	// refusals.
 	Observer Observer
+	// EventsBuffer is how many recent events GET /v1/events keeps for
+	// readers to resume from and catch up with (0: DefaultEventsBuffer);
+	// EventsKeepAlive how often a quiet stream gets a comment line (0:
+	// DefaultEventsKeepAlive).
+	EventsBuffer    int
+	EventsKeepAlive time.Duration
 }
 
 // Server is the HTTP front of one service.
@@ -79,6 +85,9 @@ type Server struct {
 	waiters map[string][]*subscription // blocked acquires by client
 
 	actors actors // who last acted as each client id (audit.go)
+
+	hub       *hub // GET /v1/events (events.go)
+	keepAlive time.Duration
 }
 
 // New returns a server for svc and starts its lapse timer. svc must not be
@@ -104,6 +113,7 @@ func New(svc *service.Service, opts Options) *Server {
 	s.draining = make(chan struct{})
 	s.calls = make(chan *call, maxGroup)
 	s.committerDone = make(chan struct{})
+	s.startEvents(opts)
 	svc.OnCommit(s.dispatch)
 	s.startAudit() // before the first transaction
 	s.routes()
@@ -412,6 +422,7 @@ func (s *Server) dispatch(events []service.Event) {
 		s.obs.Events(events)
 	}
 	s.wake(events)
+	s.commitEvents(events)
 }
 
 // wake hands events to the blocked acquires of their clients, each only

@@ -360,8 +360,9 @@ func TestBlockedAcquireDeadlockVictim(t *testing.T) {
 	f.waitQueued("y")
 	_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L2", "ttl": 100})
 	// y (age 2) is younger: aborted, its L2 goes to x
-	expect(t, v, `{"outcome": "granted", "token": 2, "granted_at": 0, "expires_at": 100, "victims": ["y"]}`)
-	expect(t, receive(t, ch), `{"outcome": "deadlock", "victims": ["y"]}`)
+	const why = `[{"victim": "y", "age": 2, "cycle": [{"client": "x", "age": 1, "waits_for": "L2"}, {"client": "y", "age": 2, "waits_for": "L1"}]}]`
+	expect(t, v, `{"outcome": "granted", "token": 2, "granted_at": 0, "expires_at": 100, "victims": ["y"], "aborts": `+why+`}`)
+	expect(t, receive(t, ch), `{"outcome": "deadlock", "victims": ["y"], "aborts": `+why+`}`)
 }
 
 // TestWaitRunsOut: still queued when the wait ends, the answer is the
@@ -568,10 +569,11 @@ func TestLocksPaging(t *testing.T) {
 				for _, l := range page.Locks {
 					shown = append(shown, l.Lock)
 					waiting := int64(0)
+					var oldest *int64
 					if l.Lock == "b" {
-						waiting = 1
+						waiting, oldest = 1, new(int64(0))
 					}
-					want := lk.LockSummary{Lock: l.Lock, Waiting: waiting, Holders: []lk.Holder{
+					want := lk.LockSummary{Lock: l.Lock, Waiting: waiting, OldestWaitS: oldest, Holders: []lk.Holder{
 						{Client: holder[l.Lock], Mode: lk.Exclusive, Token: 1, ExpiresAt: 4600}}}
 					if !harness.Equal(l, want) {
 						t.Errorf("GET /v1/locks?%s shows %+v, want %+v", q, l, want)

@@ -55,7 +55,11 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		s.noteExpiry(l.ExpiresAt)
 		s.events = append(s.events, Event{Kind: EventGranted, Client: client, Lock: lock, At: ts,
 			Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: mode})
-		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, GrantedAt: ts, ExpiresAt: l.ExpiresAt}, nil
+		if err := s.explainGrants(tx); err != nil {
+			return lk.AcquireResult{}, err
+		}
+		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, GrantedAt: ts, ExpiresAt: l.ExpiresAt,
+			Predecessors: s.events[len(s.events)-1].Predecessors}, nil
 	}
 	// D3-D5. A cycle through the requester needs an edge into it (somebody
 	// waits for a lock it holds) and a holder of the requested lock that
@@ -65,6 +69,7 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 	// never queued. A client registered just now holds nothing.
 	victim, victimWaits := "", ""
 	var cycle []string
+	var why lk.Abort
 	awaited := false
 	if st.Registered {
 		var err error
@@ -82,14 +87,20 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 			if err != nil {
 				return lk.AcquireResult{}, err
 			}
-			victim, victimWaits, cycle = youngestOnCycle(client, edges)
+			victim, victimWaits, cycle, why = youngestOnCycle(client, edges)
+			// The requester is not queued yet: it waits for lock.
+			for i, m := range why.Cycle {
+				if *m.Client == client {
+					why.Cycle[i].WaitsFor = lock
+				}
+			}
 		}
 	}
 	if victim == client {
-		if err := s.abort(tx, client, client, "", ts, cycle); err != nil {
+		if err := s.abort(tx, client, client, lock, mode, ts, cycle, why); err != nil {
 			return lk.AcquireResult{}, err
 		}
-		return lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{client}}, nil
+		return lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{client}, Aborts: []lk.Abort{why}}, nil
 	}
 	if err := repo.LockEnqueue(tx, lock); err != nil {
 		return lk.AcquireResult{}, err
@@ -99,13 +110,15 @@ func (s *Service) acquire(tx *repo.Tx, ts int64, client, lock string, ttl int64,
 		return lk.AcquireResult{}, err
 	}
 	s.events = append(s.events, Event{Kind: EventQueued, Client: client, Lock: lock, At: ts,
-		Position: st.LastPosition + 1})
+		Position: st.LastPosition + 1, Mode: mode})
 	res := lk.AcquireResult{Outcome: lk.Queued, Position: st.QueueLength + 1}
 	if victim == "" {
-		return res, nil
+		var err error
+		res.EstimatedWait, err = s.queuedEstimate(tx, ts, client, lock)
+		return res, err
 	}
-	if err := s.abort(tx, client, victim, victimWaits, ts, cycle); err != nil {
+	if err := s.abort(tx, client, victim, victimWaits, "", ts, cycle, why); err != nil {
 		return lk.AcquireResult{}, err
 	}
-	return s.resolveDeadlocks(tx, ts, client, lock, []string{victim})
+	return s.resolveDeadlocks(tx, ts, client, lock, []string{victim}, []lk.Abort{why})
 }

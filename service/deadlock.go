@@ -9,8 +9,9 @@ import (
 )
 
 // resolveDeadlocks goes on with D4 for requester r, now queued for lock,
-// after the first victims were aborted, and returns r's result (D5).
-func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victims []string) (lk.AcquireResult, error) {
+// after the first victims were aborted (aborts explains them), and returns
+// r's result (D5).
+func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victims []string, aborts []lk.Abort) (lk.AcquireResult, error) {
 	for {
 		// The aborts may have removed every edge into r, or granted it.
 		awaited, err := repo.ClientAwaited(tx, r)
@@ -30,16 +31,16 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victim
 		if err != nil {
 			return lk.AcquireResult{}, err
 		}
-		victim, waitingFor, cycle := youngestOnCycle(r, edges)
+		victim, waitingFor, cycle, why := youngestOnCycle(r, edges)
 		if victim == "" {
 			break
 		}
-		if err := s.abort(tx, r, victim, waitingFor, ts, cycle); err != nil {
+		if err := s.abort(tx, r, victim, waitingFor, "", ts, cycle, why); err != nil {
 			return lk.AcquireResult{}, err
 		}
-		victims = append(victims, victim)
+		victims, aborts = append(victims, victim), append(aborts, why)
 		if victim == r {
-			return lk.AcquireResult{Outcome: lk.Deadlock, Victims: victims}, nil
+			return lk.AcquireResult{Outcome: lk.Deadlock, Victims: victims, Aborts: aborts}, nil
 		}
 	}
 	// The aborts may have granted r its lock (at ts), or moved it up.
@@ -48,17 +49,26 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victim
 		return lk.AcquireResult{}, err
 	}
 	if granted {
-		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, GrantedAt: l.GrantedAt, ExpiresAt: l.ExpiresAt, Victims: victims}, nil
+		if err := s.explainGrants(tx); err != nil {
+			return lk.AcquireResult{}, err
+		}
+		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, GrantedAt: l.GrantedAt, ExpiresAt: l.ExpiresAt,
+			Victims: victims, Aborts: aborts, Predecessors: s.grantedTo(r, lock)}, nil
 	}
 	rank, err := repo.QueueRank(tx, r)
-	return lk.AcquireResult{Outcome: lk.Queued, Position: rank, Victims: victims}, err
+	if err != nil {
+		return lk.AcquireResult{}, err
+	}
+	wait, err := s.queuedEstimate(tx, ts, r, lock)
+	return lk.AcquireResult{Outcome: lk.Queued, Position: rank, Victims: victims, Aborts: aborts, EstimatedWait: wait}, err
 }
 
 // youngestOnCycle returns the client of largest age among C (D4.1-2): the
 // clients reachable from r that can also reach r, given the edges of a walk
-// from r, the lock it waits for, and C itself, by age. It returns "" when r is
-// on no cycle.
-func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string, cycle []string) {
+// from r, the lock it waits for, and C itself, by age; and why, the
+// victim's explanation (its age, and C oldest first, each with the lock it
+// waits for). It returns "" when r is on no cycle.
+func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string, cycle []string, why lk.Abort) {
 	into := map[string][]string{}
 	age := map[string]int64{}
 	waiting := map[string]string{}
@@ -67,7 +77,7 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string
 		age[e.To], waiting[e.To] = e.ToAge, e.ToWaiting
 	}
 	if len(into[r]) == 0 {
-		return "", "", nil
+		return "", "", nil, lk.Abort{}
 	}
 	// Every edge starts at a client the walk reached from r, so the clients
 	// found backwards from r are exactly C.
@@ -91,7 +101,11 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string
 		cycle = append(cycle, n)
 	}
 	slices.SortFunc(cycle, func(a, b string) int { return cmp.Compare(age[a], age[b]) })
-	return victim, waiting[victim], cycle
+	why = lk.Abort{Victim: &victim, Age: age[victim], Cycle: make([]lk.CycleMember, len(cycle))}
+	for i, c := range cycle {
+		why.Cycle[i] = lk.CycleMember{Client: &cycle[i], Age: age[c], WaitsFor: waiting[c]}
+	}
+	return victim, waiting[victim], cycle, why
 }
 
 // abort removes victim, which waits for lock ("" for none), from the system
@@ -99,10 +113,13 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string
 // order, running S3 after each, with grants starting at ts; then it is
 // unregistered. The fenced store and the fencing counters are untouched.
 // requester is the client whose acquire found the cycle, and cycle is C when
-// the victim was chosen, for the event.
-func (s *Service) abort(tx *repo.Tx, requester, victim, lock string, ts int64, cycle []string) error {
-	var entry repo.QueueEntry
-	if lock != "" {
+// the victim was chosen, for the event; why explains the choice. asked is
+// the mode of a requester that aborts itself: it waits for lock, the lock
+// it asked for, in no queue; "" for any other victim.
+func (s *Service) abort(tx *repo.Tx, requester, victim, lock string, asked lk.Mode, ts int64, cycle []string, why lk.Abort) error {
+	entry := repo.QueueEntry{Mode: asked}
+	queued := lock != "" && asked == ""
+	if queued {
 		var err error
 		if entry, _, err = repo.QueueTakeClient(tx, victim); err != nil {
 			return err
@@ -119,8 +136,11 @@ func (s *Service) abort(tx *repo.Tx, requester, victim, lock string, ts int64, c
 	// follow from it: read in order, the events never show a lock granted
 	// while the victim still holds it.
 	s.events = append(s.events, Event{Kind: EventAborted, Client: victim, Lock: lock, At: ts, Cycle: cycle,
-		Requester: requester, Lost: holds, Position: entry.Position, Mode: entry.Mode})
-	if lock != "" {
+		Requester: requester, Lost: holds, Position: entry.Position, Mode: entry.Mode, Abort: &why})
+	if err := s.recordAbort(tx, requester, lock, ts, why); err != nil {
+		return err
+	}
+	if queued {
 		if err := s.promote(tx, lock, ts); err != nil {
 			return err
 		}

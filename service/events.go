@@ -13,7 +13,8 @@ const (
 	// holds the clients on cycles through the requester when it was chosen,
 	// Requester the client whose acquire found the cycle, Lost the leases
 	// the victim lost, and Lock, Position and Mode the queue entry it lost
-	// (Lock "" when it waited for nothing). It comes before the grants that
+	// (Lock "" when it waited for nothing; for a requester that aborts
+	// itself, the lock and mode it asked for, Position 0). It comes before the grants that
 	// the aborted leases and queue entry made room for.
 	EventAborted
 	// EventWithdrawn: the client's queued request was withdrawn by a release.
@@ -40,6 +41,9 @@ const (
 // Event is something the service did, reported after its transaction
 // committed: what a server needs to answer blocked acquires, count and log.
 type Event struct {
+	// ID numbers the event for GET /v1/events: it increases by one per
+	// event in commit order (NumberEvents; 0 without).
+	ID        int64
 	Kind      EventKind
 	Client    string
 	Lock      string
@@ -47,7 +51,8 @@ type Event struct {
 	Token     int64
 	ExpiresAt int64
 	// Mode is the lease's (EventGranted, EventLapsed, EventReleased,
-	// EventRevoked) or the queue entry's (EventWithdrawn, EventAborted).
+	// EventRevoked) or the queue entry's (EventQueued, EventWithdrawn,
+	// EventAborted).
 	Mode      lk.Mode
 	FromQueue bool      // EventGranted
 	Cycle     []string  // EventAborted
@@ -61,6 +66,15 @@ type Event struct {
 	// blocked acquire tells the fate of its own wait from that of an
 	// earlier wait of the same client.
 	Position int64
+	// Predecessors (EventGranted) are the leases whose end made the grant
+	// possible, with Options.Explain (explain.go); nil otherwise.
+	Predecessors []lk.Predecessor
+	// Abort (EventAborted) explains the victim: its age and the cycle set
+	// it was chosen from, oldest first, each with the lock it waits for.
+	Abort *lk.Abort
+	// Truncated: the lists above lost their tail to fit a notification
+	// to the other servers (publish).
+	Truncated bool
 }
 
 // OnCommit sets the function that receives, after each committed transaction,

@@ -70,8 +70,12 @@ func (s *Service) pruneHistory(tx *repo.Tx, ts int64) error {
 	if err != nil {
 		return err
 	}
+	moreAborts, err := s.pruneAborts(tx, before) // explain.go: kept as long
+	if err != nil {
+		return err
+	}
 	s.historyPruneAt = ts
-	if n < historyPruneBatch {
+	if n < historyPruneBatch && !moreAborts {
 		s.historyPruneAt = lk.AddTime(ts, historyPruneEvery)
 	}
 	return nil

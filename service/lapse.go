@@ -223,7 +223,17 @@ func (h *handOver) apply() error {
 		h.s.noteExpiry(l.ExpiresAt)
 	}
 	for _, l := range h.lapsedHere {
-		if err := repo.GrantInsertLapsed(h.tx, l); err != nil {
+		// The lock's last token at its lapse: the last of this hand-over's
+		// grants made before it (those before the hand-over are older).
+		endedAfter := l.Token
+		for _, gs := range [][]repo.LeaseRow{h.survivors, h.lapsedHere} {
+			for _, g := range gs {
+				if g.Token > endedAfter && g.GrantedAt < l.ExpiresAt {
+					endedAfter = g.Token
+				}
+			}
+		}
+		if err := repo.GrantInsertLapsed(h.tx, l, endedAfter); err != nil {
 			return err
 		}
 	}

@@ -23,6 +23,12 @@ func (s *Service) Renew(ctx context.Context, ts int64, req lk.RenewRequest) (lk.
 			return err
 		}
 		if !found {
+			if msg, err := s.abortedMessage(tx, client, lock); err != nil || msg != "" {
+				if err != nil {
+					return err
+				}
+				return lk.Errorf(lk.CodeNotHolder, msg)
+			}
 			return notHolder(client, lock)
 		}
 		s.noteExpiry(exp)
@@ -120,8 +126,10 @@ func (s *Service) Inspect(ctx context.Context, ts int64, req lk.InspectRequest) 
 			return err
 		}
 		var err error
-		out, err = repo.LockView(tx, req.Lock)
-		return err
+		if out, err = repo.LockView(tx, req.Lock); err != nil {
+			return err
+		}
+		return s.explainQueue(tx, ts, &out)
 	})
 	return out, err
 }
@@ -141,7 +149,10 @@ func (s *Service) Status(ctx context.Context, ts int64, req lk.StatusRequest) (l
 		} else {
 			out, err = repo.ClientView(tx, req.Client, !req.WithoutPosition)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return s.explainStatus(tx, ts, &out)
 	})
 	return out, err
 }

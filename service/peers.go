@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
 
@@ -47,6 +48,11 @@ type notice struct {
 	Origin  string      `json:"o"`
 	Events  []wireEvent `json:"e,omitempty"`
 	Recheck bool        `json:"r,omitempty"`
+	// Skipped: a numbered event was too large to send (OnEvents).
+	Skipped bool `json:"s,omitempty"`
+	// Cursor, with Skipped: the transaction's last event id, where the
+	// readers who missed its events stand.
+	Cursor int64 `json:"u,omitempty"`
 }
 
 // wireEvent is the part of an Event another server needs: whom to wake and
@@ -60,42 +66,57 @@ type wireEvent struct {
 	ExpiresAt int64     `json:"x,omitempty"`
 	FromQueue bool      `json:"q,omitempty"`
 	Position  int64     `json:"p,omitempty"`
+	// The rest is for GET /v1/events (OnEvents).
+	ID           int64            `json:"i,omitempty"`
+	Mode         lk.Mode          `json:"m,omitempty"`
+	Cycle        []string         `json:"y,omitempty"`
+	Requester    string           `json:"rq,omitempty"`
+	Lost         []lk.Hold        `json:"h,omitempty"`
+	Highest      int64            `json:"g,omitempty"`
+	By           string           `json:"b,omitempty"`
+	Predecessors []lk.Predecessor `json:"d,omitempty"`
+	Abort        *lk.Abort        `json:"ab,omitempty"`
+	Truncated    bool             `json:"tr,omitempty"`
 }
 
 // publish sends the events of the transaction that waiting clients and lapse
 // timers elsewhere care about, in notifications of at most maxPayload bytes.
-// An event too large for one (names are not bounded here) is replaced by a
-// Recheck notice. Called just before the commit.
+// An event too large for one loses the tail of its explanation (trim);
+// one still too large is replaced by a Recheck notice (and for
+// GET /v1/events, a reset). Called just before the commit.
 func (s *Service) publish(tx *repo.Tx) error {
 	if !s.peers {
 		return nil
 	}
 	head := `{"o":"` + s.origin + `","e":[`
 	var b strings.Builder
-	recheck := false
+	recheck, skipped := false, false
+	// Every transaction with numbered events sends a notification (of
+	// them, or that they were too large): its first writes the counter.
+	counterWritten := len(s.events) == 0
 	flush := func() error {
 		if b.Len() == 0 {
 			return nil
 		}
 		payload := head + b.String() + "]}"
 		b.Reset()
-		return repo.Notify(tx, payload)
+		return s.notify(tx, payload, &counterWritten)
 	}
 	for _, e := range s.events {
-		switch e.Kind {
-		case EventGranted, EventAborted, EventWithdrawn, EventRenewed:
-			// Renewed: a renew may shorten a lease, and the other
-			// servers' lapse timers must not wait for the old end.
-		default:
+		// Renewed: a renew may shorten a lease, and the other servers'
+		// lapse timers must not wait for the old end (peerKind). With
+		// numbered events, every event goes, for every server's
+		// subscribers (OnEvents).
+		if !peerKind(e.Kind) && !s.eventIDs {
 			continue
 		}
-		one, err := json.Marshal(wireEvent{Kind: e.Kind, Client: e.Client, Lock: e.Lock, At: e.At,
-			Token: e.Token, ExpiresAt: e.ExpiresAt, FromQueue: e.FromQueue, Position: e.Position})
+		one, err := trim(toWire(e), maxPayload-len(head)-2)
 		if err != nil {
 			return err
 		}
 		if len(head)+len(one)+2 > maxPayload {
-			recheck = true
+			recheck = recheck || peerKind(e.Kind)
+			skipped = skipped || s.eventIDs
 			continue
 		}
 		if len(head)+b.Len()+1+len(one)+2 > maxPayload {
@@ -111,11 +132,53 @@ func (s *Service) publish(tx *repo.Tx) error {
 	if err := flush(); err != nil {
 		return err
 	}
-	if recheck {
-		p, _ := json.Marshal(notice{Origin: s.origin, Recheck: true})
-		return repo.Notify(tx, string(p))
+	if recheck || skipped {
+		n := notice{Origin: s.origin, Recheck: recheck, Skipped: skipped}
+		if skipped {
+			n.Cursor = s.c.EventID
+		}
+		p, _ := json.Marshal(n)
+		return s.notify(tx, string(p), &counterWritten)
 	}
 	return nil
+}
+
+// trim returns w's JSON, of at most limit bytes if it can: an event
+// whose explanation (a grant's predecessors, an abort's cycle, a victim's
+// lost leases: with 256-byte names, a few dozen of them fill a
+// notification) makes it longer loses the tail of those lists but their
+// first entries, and says so (Truncated). What identifies the event, its
+// lock, client, token and mode, is never cut; an event still too large is
+// returned so.
+func trim(w wireEvent, limit int) ([]byte, error) {
+	one, err := json.Marshal(w)
+	if err != nil || len(one) <= limit {
+		return one, err
+	}
+	w.Truncated = true
+	excess := len(one) + len(`,"tr":true`) - limit
+	w.Predecessors, excess = cut(w.Predecessors, excess)
+	if w.Abort != nil {
+		a := *w.Abort
+		a.Cycle, excess = cut(a.Cycle, excess)
+		w.Abort = &a
+	}
+	w.Cycle, excess = cut(w.Cycle, excess)
+	w.Lost, _ = cut(w.Lost, excess)
+	return json.Marshal(w)
+}
+
+// cut drops elements from the end of s, keeping the first, until their
+// JSON, commas included, made up excess bytes, and returns what is left of
+// s and of excess. One is kept as the API's lists are never empty; with
+// names of at most 256 bytes, one of each list fits.
+func cut[T any](s []T, excess int) ([]T, int) {
+	for len(s) > 1 && excess > 0 {
+		b, _ := json.Marshal(s[len(s)-1])
+		excess -= len(b) + 1
+		s = s[:len(s)-1]
+	}
+	return s, excess
 }
 
 // Listen passes fn the events that other processes' committed transactions
@@ -133,20 +196,33 @@ func (s *Service) Listen(ctx context.Context, fn func(events []Event, resync boo
 		s.mu.Unlock()
 		fn(nil, true)
 	}
-	return s.db.Listen(ctx, resync, func(payload string) {
+	s.mu.Lock()
+	sink := s.eventSink
+	s.mu.Unlock()
+	ready := func() {
+		resync()
+		s.eventsResync(ctx, sink)
+	}
+	return s.db.Listen(ctx, ready, func(payload string) {
 		var n notice
-		if json.Unmarshal([]byte(payload), &n) != nil || n.Origin == s.origin {
+		if json.Unmarshal([]byte(payload), &n) != nil {
+			return
+		}
+		s.eventsHeard(n, sink) // this server's own too
+		if n.Origin == s.origin {
 			return
 		}
 		if n.Recheck {
 			resync()
 			return
 		}
-		events := make([]Event, len(n.Events))
+		events := make([]Event, 0, len(n.Events))
 		s.mu.Lock()
-		for i, w := range n.Events {
-			events[i] = Event{Kind: w.Kind, Client: w.Client, Lock: w.Lock, At: w.At,
-				Token: w.Token, ExpiresAt: w.ExpiresAt, FromQueue: w.FromQueue, Position: w.Position}
+		for _, w := range n.Events {
+			if !peerKind(w.Kind) {
+				continue // for GET /v1/events only (OnEvents)
+			}
+			events = append(events, fromWire(w))
 			if w.Kind == EventGranted || w.Kind == EventRenewed {
 				s.noteExpiry(w.ExpiresAt)
 			}

@@ -42,8 +42,10 @@ func (s *Service) ReadStatus(ctx context.Context, ts int64, req lk.StatusRequest
 	}
 	err := s.db.Read(ctx, func(tx *repo.Tx) error {
 		var err error
-		out, err = statusPage(tx, req, ts)
-		return err
+		if out, err = statusPage(tx, req, ts); err != nil {
+			return err
+		}
+		return s.explainStatus(tx, ts, &out)
 	})
 	return out, err
 }

@@ -76,6 +76,15 @@ type Service struct {
 	historyPruneAt int64
 	// strict: Write accepts only tokens granted for the lock (Options.StrictFencing).
 	strict bool
+	// eventIDs: events are numbered, and on a database with peers all of
+	// them are published (NumberEvents); eventSink receives them from
+	// Listen (OnEvents).
+	eventIDs  bool
+	eventSink func(events []Event, resync bool, cursor int64)
+	// explain: answers say why (Options.Explain, explain.go); explained
+	// is how many of events have had their grants explained.
+	explain   bool
+	explained int
 }
 
 // Options configure Open.
@@ -92,6 +101,13 @@ type Options struct {
 	// zero value keeps the contract's L6, which accepts any token at least
 	// the highest accepted, granted or not.
 	StrictFencing bool
+	// Explain makes answers say why (explain.go, docs/api.md): grants name
+	// their predecessors, a deadlock victim's status its abort, and
+	// waiters get an estimated wait (serve turns it on). It costs a few
+	// indexed reads per grant and per queued request, which the
+	// contract's harness (leasekeeper run) does without: its answers are
+	// the contract's tuples, which show none of it.
+	Explain bool
 }
 
 // Open opens the service on the database at path: a SQLite file,
@@ -104,7 +120,8 @@ func Open(ctx context.Context, path string, opts Options) (*Service, error) {
 	}
 	s := &Service{db: db, nextExpiry: math.MinInt64, peers: db.HasPeers(), quota: opts.StoreQuota,
 		history: opts.History, historyPruneAt: math.MinInt64,
-		strict: opts.StrictFencing}
+		strict:  opts.StrictFencing,
+		explain: opts.Explain}
 	if s.peers {
 		s.origin = newOrigin()
 	}
@@ -192,7 +209,7 @@ func (s *Service) Locks(ctx context.Context, ts int64, req lk.LocksRequest) (lk.
 		if err := req.Validate(); err != nil {
 			return err
 		}
-		page, more, err := repo.LocksActive(tx, req.Prefix, req.After, req.Limit)
+		page, more, err := repo.LocksActive(tx, req.Prefix, req.After, req.Limit, ts)
 		if len(page) > 0 {
 			out.Locks = page
 		}
@@ -219,6 +236,11 @@ type WaitState struct {
 	Rank       int64          // its place in that lock's queue (1 = next); 0 when not queued for it
 	Hold       *repo.LeaseRow // its lease on the lock, when it holds one
 	Registered bool           // false after it was aborted (D4) or before it ever acquired
+	// With Options.Explain (explain.go): the predecessors of Hold, the
+	// estimated wait at Rank, and the abort that unregistered the client.
+	Predecessors  []lk.Predecessor
+	EstimatedWait *float64
+	Aborted       *lk.Abort
 }
 
 // WaitState tells at ts how the wait of client for lock came out, or that it
@@ -230,6 +252,9 @@ func (s *Service) WaitState(ctx context.Context, ts int64, client, lock string) 
 	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
 		var err error
 		if w.Registered, err = repo.ClientRegistered(tx, client); err != nil || !w.Registered {
+			if err == nil && s.explain {
+				w.Aborted, err = lastAbort(tx, client)
+			}
 			return err
 		}
 		l, held, err := repo.LeaseGet(tx, lock, client)
@@ -238,13 +263,19 @@ func (s *Service) WaitState(ctx context.Context, ts int64, client, lock string) 
 		}
 		if held {
 			w.Hold = &l
-			return nil
+			if s.explain {
+				w.Predecessors, err = repo.GrantPredecessors(tx, lock, l.Token, l.GrantedAt, l.Mode, maxPredecessors)
+			}
+			return err
 		}
 		waitingFor, err := repo.ClientWaitingFor(tx, client)
 		if err != nil || waitingFor != lock {
 			return err
 		}
-		w.Rank, err = repo.QueueRank(tx, client)
+		if w.Rank, err = repo.QueueRank(tx, client); err != nil {
+			return err
+		}
+		w.EstimatedWait, err = s.queuedEstimate(tx, ts, client, lock)
 		return err
 	})
 	return w, err

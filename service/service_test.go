@@ -86,7 +86,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	want := []service.Event{
 		{Kind: service.EventGranted, Client: "a", Lock: "L", At: 0, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
-		{Kind: service.EventQueued, Client: "b", Lock: "L", At: 0, Position: 1},
+		{Kind: service.EventQueued, Client: "b", Lock: "L", At: 0, Position: 1, Mode: lk.Exclusive},
 		{Kind: service.EventReleased, Client: "a", Lock: "L", At: 1, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
 		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 1, Token: 2, ExpiresAt: 11, FromQueue: true, Position: 1, Mode: lk.Exclusive},
 	}

@@ -66,6 +66,7 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	}
 	start, startEvents := s.c, len(s.events)
 	s.unregister = false
+	s.explained = startEvents
 	done := false
 	defer func() {
 		if !done {
@@ -94,9 +95,15 @@ func (s *Service) withTx(ctx context.Context, ts int64, fn func(tx *repo.Tx) err
 	if err = fn(tx); err != nil && !lk.IsContract(err) {
 		return err
 	}
+	if xerr := s.explainGrants(tx); xerr != nil {
+		return xerr
+	}
+	if s.eventIDs {
+		s.numberEvents(startEvents)
+	}
 	// On a database with peers, the service row must be exact: nobody there reads the
 	// clients table for the counter.
-	if s.c.Clock != start.Clock || !start.ClockSet || s.unregister || (s.peers && s.c != start) {
+	if s.c.Clock != start.Clock || !start.ClockSet || s.unregister || s.rowChanged(start) {
 		if grouped {
 			s.groupDirty = true // closeGroup writes it
 		} else if err := repo.ServiceCountersSet(tx, s.c); err != nil {

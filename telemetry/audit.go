@@ -120,7 +120,10 @@ func (t *Telemetry) Audit(events []service.Event, principal func(client string) 
 			attrs := []slog.Attr{slog.String("client", e.Client), slog.String("requester", e.Requester),
 				slog.Any("lost", lost), slog.String("waiting_for", e.Lock)}
 			if e.Lock != "" {
-				attrs = append(attrs, slog.String("mode", string(e.Mode)), slog.Int64("position", e.Position))
+				attrs = append(attrs, slog.String("mode", string(e.Mode)))
+			}
+			if e.Position != 0 { // a requester that aborts itself never queued
+				attrs = append(attrs, slog.Int64("position", e.Position))
 			}
 			if principal != nil {
 				attrs = append(attrs, slog.String("principal", principal(e.Client)),

@@ -35,6 +35,7 @@ func TestClientCLI(t *testing.T) {
 		{"locks-pages", testCLILocksPages},
 		{"status-pages", testCLIStatusPages},
 		{"exec-env", testExecEnv},
+		{"exec-predecessor", testExecPredecessor},
 		{"exec-keepalive", testExecKeepAlive},
 		{"exec-lost", testExecLost},
 		{"exec-status", testExecStatus},
@@ -145,7 +146,8 @@ func testCLICommands(t *testing.T, bin string) {
 	expect(t, bin, u, 0, fmt.Sprintf(`{"client":"etl-a","age":1,"holds":[{"lock":"exports/daily","mode":"exclusive","token":1,"expires_at":%d}],"waiting":null,"next":null}`,
 		renewed.ExpiresAt), "status", "etl-a")
 	expect(t, bin, u, 0, `{"client":"nobody","age":null,"holds":[],"waiting":null,"next":null}`, "status", "nobody")
-	expect(t, bin, u, 0, fmt.Sprintf(`{"lock":"exports/daily","holders":[{"client":"etl-a","mode":"exclusive","token":1,"expires_at":%d}],"waiting":1}`,
+	// oldest_wait_s is etl-b's wait so far: 0 or 1 s by now.
+	expect(t, bin, u, 0, fmt.Sprintf(`{"lock":"exports/daily","holders":[{"client":"etl-a","mode":"exclusive","token":1,"expires_at":%d}],"waiting":1,"oldest_wait_s":...`,
 		renewed.ExpiresAt), "locks")
 	expect(t, bin, u, 0, `{"outcome":"ok"}`, "write", "exports/daily", "part-1", "rows 1-100", "--token", "1")
 	expect(t, bin, u, 0, `{"outcome":"ok"}`, "write", "exports/daily", "part-1", "rows 1-120", "--token", "2")

@@ -18,11 +18,11 @@ import (
 
 // clientCommands are the commands that talk to a running server
 // (acquire, renew, release, revoke, inspect, status, locks, history, write,
-// read, exec, unfence).
+// read, exec, unfence, watch).
 func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		newAcquireCmd(), newRenewCmd(), newReleaseCmd(), newRevokeCmd(), newInspectCmd(), newStatusCmd(),
-		newLocksCmd(), newHistoryCmd(), newWriteCmd(), newReadCmd(), newExecCmd(), newUnfenceCmd(),
+		newLocksCmd(), newHistoryCmd(), newWriteCmd(), newReadCmd(), newExecCmd(), newUnfenceCmd(), newWatchCmd(),
 	}
 }
 

@@ -57,13 +57,13 @@ var docsTestSpecs = []docsTestSpec{
 		outside: "curl ",
 		covers: []string{"/v1/acquire", "/v1/renew", "/v1/release", "/v1/revoke", "/v1/unfence", "/v1/write", "/v1/read",
 			"/v1/inspect", "/v1/status", "/v1/locks", "/v1/health", "/v1/openapi.json", "/metrics", `"wait"`,
-			"limit=", "after=", "prefix="},
+			"limit=", "after=", "prefix=", "/v1/events"},
 	},
 	{
 		path: "docs/cli.md",
 		covers: []string{"leasekeeper acquire", "leasekeeper renew", "leasekeeper release", "leasekeeper revoke", "leasekeeper unfence",
 			"leasekeeper inspect", "leasekeeper status", "leasekeeper locks", "leasekeeper write", "leasekeeper read",
-			"leasekeeper exec", "leasekeeper version", "--pretty", "--prefix", "--wait"},
+			"leasekeeper exec", "leasekeeper version", "leasekeeper watch", "--pretty", "--prefix", "--wait"},
 	},
 }
 

@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 )
 
@@ -40,6 +42,12 @@ error are exec's own; its environment has, besides exec's:
   LEASEKEEPER_SERVER   the server's URL
   LEASEKEEPER_CA_FILE  the CA file of --ca-file (or of exec's own environment),
                        as an absolute path, for an https server
+  LEASEKEEPER_PREDECESSOR_ENDED
+                       how the worst of the leases before this grant ended:
+                       lapsed, revoked, aborted or released (worst first);
+                       absent when the grant had no predecessor. After
+                       lapsed or revoked, the last holder may have left its
+                       work half-done.
 
 While it waits for the lock, exec prints the client's position in the queue
 on standard error when it changes (every 30 seconds if not). If the acquire
@@ -280,7 +288,7 @@ func (e *execution) watchPosition() (stop func()) {
 // status, or exitLost when the lease was lost meanwhile.
 func (e *execution) runCommand(lease *client.Lease, sigs <-chan os.Signal) int {
 	cmd := exec.Command(e.argv[0], e.argv[1:]...)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(withoutEnv(os.Environ(), predecessorEnv),
 		"LEASEKEEPER_LOCK="+e.lock,
 		"LEASEKEEPER_CLIENT="+e.opts.Client,
 		"LEASEKEEPER_TOKEN="+strconv.FormatInt(lease.Token(), 10),
@@ -288,6 +296,9 @@ func (e *execution) runCommand(lease *client.Lease, sigs <-chan os.Signal) int {
 	)
 	if e.caFile != "" {
 		cmd.Env = append(cmd.Env, caFileEnv+"="+e.caFile)
+	}
+	if worst := lk.WorstEnding(lease.Predecessors()); worst != "" {
+		cmd.Env = append(cmd.Env, predecessorEnv+"="+string(worst))
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	ownProcessGroup(cmd)
@@ -355,4 +366,20 @@ func signalNumber(sig os.Signal) int {
 		return int(s)
 	}
 	return 1
+}
+
+// predecessorEnv tells the command how the worst of its grant's
+// predecessors ended (lk.WorstEnding); an exec run inside another's
+// command must not pass on the outer one's.
+const predecessorEnv = "LEASEKEEPER_PREDECESSOR_ENDED"
+
+// withoutEnv returns env without the variable name.
+func withoutEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -63,6 +63,7 @@ closes its connection (docs/deployment.md).`,
 	addQuotaFlags(cmd)
 	addFencingFlag(cmd)
 	addHistoryFlags(cmd)
+	addEventsFlags(cmd)
 	addReadyFileFlag(cmd)
 	return cmd
 }
@@ -102,8 +103,12 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	if err != nil {
 		return err
 	}
+	events, err := eventsBuffer(cmd)
+	if err != nil {
+		return err
+	}
 	svc, err := service.Open(ctx, dbPath, service.Options{Options: repo.Options{Synchronous: "FULL"}, StoreQuota: storeQuota(cmd),
-		StrictFencing: strictFencing(cmd), History: history})
+		StrictFencing: strictFencing(cmd), History: history, Explain: true})
 	if err != nil {
 		return err
 	}
@@ -118,7 +123,8 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	}
 	var srv *server.Server
 	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return srv.Counts(ctx) })
-	srv = server.New(svc, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler()})
+	srv = server.New(svc, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler(),
+		EventsBuffer: events})
 	hs := cf.httpServer(srv.Handler(), conns, log)
 	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), displayDB(dbPath))
 	served := make(chan error, 1)

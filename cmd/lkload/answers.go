@@ -109,6 +109,7 @@ var (
 	newGranted  = []byte(`{"outcome":"granted",`)
 	oldReleased = []byte(`"released"`)
 	newReleased = []byte(`{"outcome":"released"}`)
+	newRenewed  = []byte(`{"outcome":"renewed",`)
 )
 
 // isGranted: a 200 answer to acquire that grants the lock. quick accepts
@@ -136,4 +137,18 @@ func isReleased(status int, body []byte) bool {
 	}
 	a, err := parseAnswer(body)
 	return err == nil && a.outcome == "released"
+}
+
+// isRenewed: a 200 answer to renew that renewed the lease, recognised by
+// its start like a grant (the old tuples' renew answer is decoded).
+func isRenewed(status int, body []byte) bool {
+	if status != 200 {
+		return false
+	}
+	body = bytes.TrimSpace(body)
+	if bytes.HasPrefix(body, newRenewed) {
+		return true
+	}
+	a, err := parseAnswer(body)
+	return err == nil && a.outcome == "renewed"
 }

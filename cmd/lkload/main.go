@@ -13,7 +13,9 @@
 // Client n uses its own lock, so nobody waits for anybody: each loops
 // acquire(lock "bench-{n}", client "c{n}", ttl 30) → release until the
 // duration is up, and what is measured is the server's cost per operation,
-// durability included.
+// durability included. --renews N renews the lease N times between the
+// acquire and its release (a renew-heavy load; a pair is then N+2
+// requests, and pairs/s and the latencies count whole pairs).
 //
 // Without --server, lkload starts `leasekeeper serve` itself on a new
 // SQLite file (WAL, synchronous=FULL: serve's default) in a temporary folder
@@ -80,6 +82,7 @@ type config struct {
 	duration    time.Duration
 	warmup      time.Duration
 	ttl         int
+	renews      int // renews between each acquire and its release
 	prefix      string
 	timeout     time.Duration
 	http        string // "raw" or "net"
@@ -112,6 +115,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long each row is measured")
 	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured run before each row (opens the connections)")
 	fs.IntVar(&cfg.ttl, "ttl", 30, "lease ttl in seconds")
+	fs.IntVar(&cfg.renews, "renews", 0, "renews of the lease between each acquire and its release (a renew-heavy load: each pair is then 2+N requests)")
 	fs.StringVar(&cfg.prefix, "prefix", "", "prefix for lock and client names (to keep runs apart on a shared server)")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "timeout of one HTTP request")
 	fs.StringVar(&cfg.http, "http", "raw", "client side: raw (a minimal HTTP/1.1 client, light on the shared CPU) or net (Go's net/http)")
@@ -133,6 +137,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.http != "raw" && cfg.http != "net" {
 		return cfg, errors.New("--http must be raw or net")
+	}
+	if cfg.renews < 0 {
+		return cfg, errors.New("--renews must not be negative")
 	}
 	if cfg.ttl < 1 || cfg.ttl > 86400 {
 		return cfg, errors.New("--ttl must be from 1 to 86400")
@@ -185,8 +192,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(os.Stderr, "lkload: %s, %v per row after %v of warm-up, GOMAXPROCS %d, %s HTTP client\n",
-		strings.Join(bases, " "), cfg.duration, cfg.warmup, runtime.GOMAXPROCS(0), cfg.http)
+	fmt.Fprintf(os.Stderr, "lkload: %s, %v per row after %v of warm-up, GOMAXPROCS %d, %s HTTP client, %d renews per pair\n",
+		strings.Join(bases, " "), cfg.duration, cfg.warmup, runtime.GOMAXPROCS(0), cfg.http, cfg.renews)
 	fmt.Fprintln(out, "| backend | servers | clients | pairs/s | p50 ms | p99 ms | errors |")
 	fmt.Fprintln(out, "|---|--:|--:|--:|--:|--:|--:|")
 	empty := false
@@ -300,7 +307,7 @@ func (b *bench) level(ctx context.Context, n int, d time.Duration) *result {
 		base := b.base(i)
 		pair := func() error { return b.pair(ctx, base, client, lock) }
 		if b.cfg.http == "raw" {
-			rc, err := newRawClient(base, lock, client, b.cfg.ttl, b.cfg.timeout)
+			rc, err := newRawClient(base, lock, client, b.cfg.ttl, b.cfg.renews, b.cfg.timeout)
 			if err != nil {
 				res.errors++
 				res.samples = append(res.samples, err.Error())
@@ -346,8 +353,8 @@ func (b *bench) level(ctx context.Context, n int, d time.Duration) *result {
 	return res
 }
 
-// pair runs one acquire and its release; the answers may come in either
-// shape (answers.go).
+// pair runs one acquire, --renews renews and the release; the answers may
+// come in either shape (answers.go).
 func (b *bench) pair(ctx context.Context, base, client, lock string) error {
 	status, body, err := b.post(ctx, base, "/v1/acquire", map[string]any{"client": client, "lock": lock, "ttl": b.cfg.ttl})
 	if err != nil {
@@ -355,6 +362,15 @@ func (b *bench) pair(ctx context.Context, base, client, lock string) error {
 	}
 	if !isGranted(status, body, false) {
 		return fmt.Errorf("acquire %s by %s: %d %s", lock, client, status, bytes.TrimSpace(body))
+	}
+	for range b.cfg.renews {
+		status, body, err = b.post(ctx, base, "/v1/renew", map[string]any{"client": client, "lock": lock, "ttl": b.cfg.ttl})
+		if err != nil {
+			return fmt.Errorf("renew: %w", err)
+		}
+		if !isRenewed(status, body) {
+			return fmt.Errorf("renew %s by %s: %d %s", lock, client, status, bytes.TrimSpace(body))
+		}
 	}
 	status, body, err = b.post(ctx, base, "/v1/release", map[string]any{"client": client, "lock": lock})
 	if err != nil {

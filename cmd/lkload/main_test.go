@@ -70,6 +70,51 @@ func TestLoadAgainstServer(t *testing.T) {
 	}
 }
 
+// TestLoadWithRenews: with --renews N, every pair renews its lease N times
+// between the acquire and the release, with either client side.
+func TestLoadWithRenews(t *testing.T) {
+	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "load.db"), service.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := lkserver.New(svc, lkserver.Options{})
+	var acquires, renews, releases atomic.Int64
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/acquire":
+			acquires.Add(1)
+		case "/v1/renew":
+			renews.Add(1)
+		case "/v1/release":
+			releases.Add(1)
+		}
+		srv.Handler().ServeHTTP(w, r)
+	})
+	hs := httptest.NewServer(validated(t, counted))
+	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	for _, mode := range []string{"raw", "net"} {
+		acquires.Store(0)
+		renews.Store(0)
+		releases.Store(0)
+		cfg, err := parseFlags([]string{"--server", hs.URL, "--clients", "2", "--duration", "300ms",
+			"--warmup", "0s", "--http", mode, "--renews", "3"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := run(context.Background(), cfg, &out); err != nil {
+			t.Fatalf("%s: %v\n%s", mode, err, out.String())
+		}
+		checkRows(t, mode, out.String(), "external", 1, 1)
+		// The clear before the row releases once per client, and a pair cut
+		// by the end of the row may have renewed without releasing.
+		a, n, r := acquires.Load(), renews.Load(), releases.Load()-2
+		if a == 0 || n < 3*r || n > 3*a {
+			t.Errorf("%s: %d acquires, %d renews, %d releases of pairs: want 3 renews per pair", mode, a, n, r)
+		}
+	}
+}
+
 // validated checks every answer of h against the API's OpenAPI document,
 // failing t on a mismatch.
 func validated(t *testing.T, h http.Handler) http.Handler {
@@ -107,6 +152,7 @@ func TestFlagsRefused(t *testing.T) {
 		{"--db", "lk.db"},  // not PostgreSQL
 		{"--servers", "2"}, // several servers on one SQLite file
 		{"--servers", "0"},
+		{"--renews", "-1"},
 		{"--server", "http://127.0.0.1:7070", "--db", "postgres://h/db"},
 		{"--server", "http://127.0.0.1:7070", "--servers", "2"},
 	} {

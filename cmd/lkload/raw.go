@@ -24,11 +24,13 @@ type rawClient struct {
 	conn    net.Conn
 	r       *bufio.Reader
 	acquire []byte // the whole request, prepared once
+	renew   []byte
+	renews  int // renews between the acquire and the release of a pair
 	release []byte
 	buf     []byte
 }
 
-func newRawClient(base, lock, client string, ttl int, timeout time.Duration) (*rawClient, error) {
+func newRawClient(base, lock, client string, ttl, renews int, timeout time.Duration) (*rawClient, error) {
 	u, err := url.Parse(base)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
 		return nil, fmt.Errorf("--http raw needs an http:// server URL, not %q", base)
@@ -41,12 +43,14 @@ func newRawClient(base, lock, client string, ttl int, timeout time.Duration) (*r
 		addr:    u.Host,
 		timeout: timeout,
 		acquire: request("/v1/acquire", fmt.Sprintf(`{"client":%q,"lock":%q,"ttl":%d}`, client, lock, ttl)),
+		renew:   request("/v1/renew", fmt.Sprintf(`{"client":%q,"lock":%q,"ttl":%d}`, client, lock, ttl)),
+		renews:  renews,
 		release: request("/v1/release", fmt.Sprintf(`{"client":%q,"lock":%q}`, client, lock)),
 	}, nil
 }
 
-// pair runs one acquire and its release. The answers may come in either
-// shape (answers.go): the old tuples or the objects.
+// pair runs one acquire, its renews and its release. The answers may come
+// in either shape (answers.go): the old tuples or the objects.
 func (c *rawClient) pair() error {
 	status, body, err := c.do(c.acquire)
 	if err != nil {
@@ -54,6 +58,14 @@ func (c *rawClient) pair() error {
 	}
 	if !isGranted(status, body, true) {
 		return fmt.Errorf("acquire: %d %s", status, bytes.TrimSpace(body))
+	}
+	for range c.renews {
+		if status, body, err = c.do(c.renew); err != nil {
+			return fmt.Errorf("renew: %w", err)
+		}
+		if !isRenewed(status, body) {
+			return fmt.Errorf("renew: %d %s", status, bytes.TrimSpace(body))
+		}
 	}
 	if status, body, err = c.do(c.release); err != nil {
 		return fmt.Errorf("release: %w", err)

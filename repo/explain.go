@@ -1,0 +1,235 @@
+package repo
+
+// The reads and writes of answers that say why (docs/api.md): a grant's
+// predecessors and a lock's recent hold times from the grants table, and
+// the aborts table (migrations/sqlite/00005_explain.sql). Every read here
+// is a range of an index bounded by what it returns, or by a small limit:
+// none reads a lock's whole history.
+
+import (
+	"encoding/json"
+
+	lk "github.com/leasekeeper/leasekeeper"
+)
+
+var (
+	// The last grant before token that is not a reader of token's
+	// hand-over: one granted before at, an exclusive one, or one that had
+	// ended before token was granted. A walk down the primary key from
+	// token, as long as the run of readers granted together.
+	qGrantBeforeRun = shared("GrantBeforeRun", `SELECT token FROM grants WHERE lock = ?1 AND token < ?2
+		AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
+		ORDER BY token DESC LIMIT 1`)
+	// A holder still live when token was granted: a lease live now with an
+	// older token, or one that ended after token was granted.
+	qGrantJoinedLive = perDialect("GrantJoinedLive", func(d dialect) string {
+		return `SELECT CASE WHEN EXISTS (SELECT 1 FROM leases WHERE lock = ?1 AND token < ?2)
+			OR EXISTS (SELECT 1 FROM ` + endedByLockOrder(d) + ` WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token >= ?2 AND token < ?2)
+			THEN 1 ELSE 0 END`
+	})
+	qGrantsEndedAfter = perDialect("GrantsEndedAfter", func(d dialect) string {
+		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
+		WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token = ?2 AND token <= ?2
+		ORDER BY ended_at, token LIMIT ?3`
+	})
+)
+
+// endedByLockTime names the grants table for a range of
+// grants_ended_by_lock_time: SQLite, which might take the primary key's
+// (lock, token) for the lock, and walk its whole history, is told.
+func endedByLockTime(d dialect) string {
+	if _, pg := d.(postgresDialect); pg {
+		return `grants`
+	}
+	return `grants INDEXED BY grants_ended_by_lock_time`
+}
+
+// endedByLockOrder is endedByLockTime for grants_ended_by_lock_order.
+func endedByLockOrder(d dialect) string {
+	if _, pg := d.(postgresDialect); pg {
+		return `grants`
+	}
+	return `grants INDEXED BY grants_ended_by_lock_order`
+}
+
+// GrantPredecessors returns the predecessors of the grant of lock's token,
+// made at instant at in mode (docs/api.md, "Answers that say why"): the
+// leases of the lock that ended while token-1 was its last token (each
+// grants row records, as ended_after_token, the lock's last token when it
+// ended), oldest end first, at most limit. A reader granted together with
+// the readers just before it (at the same instant, they still live) has
+// those of the first of them, B: the ends that made the hand-over
+// possible. None when a lease older than B was still live at B's grant (a
+// reader that joined live readers waited for nobody), for a lock's first
+// grant, and when history no longer keeps them. It walks down the primary
+// key through the run of readers, and reads the rows it returns through
+// grants_ended_by_lock_order.
+func GrantPredecessors(tx *Tx, lock string, token, at int64, mode lk.Mode, limit int) ([]lk.Predecessor, error) {
+	first := token
+	if mode == lk.Shared {
+		var before int64
+		found, err := tx.row(qGrantBeforeRun, []any{lock, token, at}, &before)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, nil // the lock's first grants, or history dropped the rest
+		}
+		first = before + 1
+		var live int64
+		if _, err := tx.row(qGrantJoinedLive, []any{lock, first}, &live); err != nil || live == 1 {
+			return nil, err
+		}
+	}
+	var out []lk.Predecessor
+	err := tx.each(qGrantsEndedAfter, []any{lock, first - 1, limit}, func(scan func(...any) error) error {
+		var p lk.Predecessor
+		var c string
+		if err := scan(&p.Token, &c, &p.Mode, &p.EndedAt, &p.Ended); err != nil {
+			return err
+		}
+		p.Client = &c
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+var qGrantHoldTimes = perDialect("GrantHoldTimes", func(d dialect) string {
+	return `SELECT mode, ended_at - granted_at FROM ` + endedByLockTime(d) + `
+		WHERE lock = ? AND ended IS NOT NULL ORDER BY ended_at DESC LIMIT ?`
+})
+
+// HoldTime is how long one ended lease was held.
+type HoldTime struct {
+	Mode lk.Mode
+	Held int64
+}
+
+// GrantHoldTimes returns how long the last limit leases of lock to end
+// were held, latest end first.
+func GrantHoldTimes(tx *Tx, lock string, limit int) ([]HoldTime, error) {
+	var out []HoldTime
+	err := tx.each(qGrantHoldTimes, []any{lock, limit}, func(scan func(...any) error) error {
+		var h HoldTime
+		if err := scan(&h.Mode, &h.Held); err != nil {
+			return err
+		}
+		out = append(out, h)
+		return nil
+	})
+	return out, err
+}
+
+var qLockHoldersByMode = shared("LockHoldersByMode", `SELECT mode, max(granted_at), max(expires_at) FROM leases
+		WHERE lock = ? GROUP BY mode`)
+
+// HoldersByMode sums up a lock's holders of one mode: the latest start and
+// the latest expiry among them.
+type HoldersByMode struct {
+	Mode          lk.Mode
+	LastGrantedAt int64
+	LastExpiresAt int64
+}
+
+// LockHoldersByMode sums up lock's holders by mode (a lock's holders share
+// one mode, but a read apart may see a lapsed one beside its successor).
+func LockHoldersByMode(tx *Tx, lock string) ([]HoldersByMode, error) {
+	var out []HoldersByMode
+	err := tx.each(qLockHoldersByMode, []any{lock}, func(scan func(...any) error) error {
+		var h HoldersByMode
+		if err := scan(&h.Mode, &h.LastGrantedAt, &h.LastExpiresAt); err != nil {
+			return err
+		}
+		out = append(out, h)
+		return nil
+	})
+	return out, err
+}
+
+var qQueueModesThrough = shared("QueueModesThrough", `SELECT q.mode FROM queue_entries me
+		JOIN queue_entries q ON q.lock = me.lock AND q.position <= me.position
+		WHERE me.client = ? ORDER BY q.position`)
+
+// QueueModesThrough returns the modes of the entries of the queue client
+// waits in, from the head through client's own: empty when it waits for
+// nothing.
+func QueueModesThrough(tx *Tx, client string) ([]lk.Mode, error) {
+	var out []lk.Mode
+	err := tx.each(qQueueModesThrough, []any{client}, func(scan func(...any) error) error {
+		var m lk.Mode
+		if err := scan(&m); err != nil {
+			return err
+		}
+		out = append(out, m)
+		return nil
+	})
+	return out, err
+}
+
+// AbortRow is one row of the aborts table.
+type AbortRow struct {
+	Client    string
+	Age       int64
+	AbortedAt int64
+	Requester string
+	Lock      string // the lock it waited for, "" for none
+	Cycle     []lk.CycleMember
+}
+
+var qAbortInsert = shared("AbortInsert", `INSERT INTO aborts (client, age, aborted_at, requester, lock, cycle)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (client, age) DO NOTHING`)
+
+// AbortInsert records a deadlock victim.
+func AbortInsert(tx *Tx, a AbortRow) error {
+	cycle, err := json.Marshal(a.Cycle)
+	if err != nil {
+		return err
+	}
+	_, err = tx.exec(qAbortInsert, a.Client, a.Age, a.AbortedAt, a.Requester, a.Lock, string(cycle))
+	return err
+}
+
+var qAbortLatest = shared("AbortLatest", `SELECT age, aborted_at, requester, lock, cycle FROM aborts
+		WHERE client = ? ORDER BY age DESC LIMIT 1`)
+
+// AbortLatest returns client's last abort; found is false when history
+// keeps none.
+func AbortLatest(tx *Tx, client string) (a AbortRow, found bool, err error) {
+	var cycle string
+	a.Client = client
+	found, err = tx.row(qAbortLatest, []any{client}, &a.Age, &a.AbortedAt, &a.Requester, &a.Lock, &cycle)
+	if err != nil || !found {
+		return a, found, err
+	}
+	return a, true, json.Unmarshal([]byte(cycle), &a.Cycle)
+}
+
+var qAbortsPruneBefore = shared("AbortsPruneBefore", `DELETE FROM aborts WHERE (client, age) IN
+		(SELECT client, age FROM aborts WHERE aborted_at < ? ORDER BY aborted_at LIMIT ?)`)
+
+// AbortsPruneBefore deletes up to limit aborts older than before, oldest
+// first, through aborts_by_time, and reports how many it deleted.
+func AbortsPruneBefore(tx *Tx, before int64, limit int) (int64, error) {
+	return tx.affected(qAbortsPruneBefore, before, limit)
+}
+
+var qGrantLostInAbort = shared("GrantLostInAbort", `SELECT count(*) FROM grants
+		WHERE client = ?1 AND lock = ?2 AND granted_at <= ?3 AND ended = 'aborted' AND ended_at = ?3`)
+
+// GrantLostInAbort reports whether client's lease on lock ended in its
+// abort at instant at: a range of client's grants (grants_by_client).
+func GrantLostInAbort(tx *Tx, client, lock string, at int64) (bool, error) {
+	n, _, err := tx.rowInt(qGrantLostInAbort, client, lock, at)
+	return n > 0, err
+}
+
+var qGrantGet = shared("GrantGet", `SELECT client, mode, granted_at, expires_at FROM grants WHERE lock = ? AND token = ?`)
+
+// GrantGet returns the grant of lock's token, as a lease (its expiry the
+// last known); found is false when history does not keep it.
+func GrantGet(tx *Tx, lock string, token int64) (l LeaseRow, found bool, err error) {
+	l.Lock, l.Token = lock, token
+	found, err = tx.row(qGrantGet, []any{lock, token}, &l.Client, &l.Mode, &l.GrantedAt, &l.ExpiresAt)
+	return l, found, err
+}

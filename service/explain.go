@@ -1,0 +1,277 @@
+package service
+
+import (
+	"context"
+	"math"
+	"strconv"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/repo"
+)
+
+// Answers that say why (docs/api.md, "Answers that say why"), with
+// Options.Explain: a grant's predecessors, a victim's abort kept for its
+// status, and a waiter's estimated wait. The deadlock cycle of an acquire's
+// answer is known in memory (deadlock.go) and needs no option.
+
+const (
+	// maxPredecessors caps a grant's predecessors: a writer after a crowd
+	// of readers names the first that ended.
+	maxPredecessors = 100
+	// holdSample is how many of a lock's last ended leases the wait
+	// estimate averages.
+	holdSample = 20
+	// abortPruneBatch bounds the aborts one operation prunes.
+	abortPruneBatch = 256
+)
+
+// Explains reports whether the service was opened with Options.Explain.
+func (s *Service) Explains() bool { return s.explain }
+
+// explainGrants fills in the predecessors of the grants among the events the
+// current operation added since it last looked, once the operation's
+// history rows are written: a hand-over during retire writes its lapsed
+// rows only after settling every lock.
+func (s *Service) explainGrants(tx *repo.Tx) error {
+	if !s.explain {
+		return nil
+	}
+	for i := s.explained; i < len(s.events); i++ {
+		e := &s.events[i]
+		if e.Kind != EventGranted {
+			continue
+		}
+		// A reader granted with the one before it has its predecessors
+		// (repo.GrantPredecessors): a crowd granted together reads them once.
+		if i > 0 {
+			if p := s.events[i-1]; p.Kind == EventGranted && p.Lock == e.Lock && p.Token == e.Token-1 &&
+				p.Mode == lk.Shared && e.Mode == lk.Shared && p.At == e.At {
+				e.Predecessors = p.Predecessors
+				continue
+			}
+		}
+		ps, err := repo.GrantPredecessors(tx, e.Lock, e.Token, e.At, e.Mode, maxPredecessors)
+		if err != nil {
+			return err
+		}
+		e.Predecessors = ps
+	}
+	s.explained = len(s.events)
+	return nil
+}
+
+// grantedTo returns the predecessors of the grant of lock to client among
+// the current operation's events.
+func (s *Service) grantedTo(client, lock string) []lk.Predecessor {
+	for i := len(s.events) - 1; i >= 0; i-- {
+		e := s.events[i]
+		if e.Kind == EventGranted && e.Client == client && e.Lock == lock {
+			return e.Predecessors
+		}
+	}
+	return nil
+}
+
+// Predecessors returns the predecessors of lock's grant of token, read at
+// ts (nil without Options.Explain): for a blocked acquire told of its grant
+// by another server, whose notification does not carry them.
+func (s *Service) Predecessors(ctx context.Context, ts int64, lock string, token int64) ([]lk.Predecessor, error) {
+	if !s.explain {
+		return nil, nil
+	}
+	var out []lk.Predecessor
+	read := func(tx *repo.Tx) error {
+		g, found, err := repo.GrantGet(tx, lock, token)
+		if err != nil || !found {
+			return err
+		}
+		out, err = repo.GrantPredecessors(tx, lock, token, g.GrantedAt, g.Mode, maxPredecessors)
+		return err
+	}
+	if s.db.CanReadApart() {
+		return out, s.db.Read(ctx, read)
+	}
+	return out, s.withTx(ctx, ts, read)
+}
+
+// LastAbort returns client's last abort while it is unregistered (nil
+// without Options.Explain, once it registered again, or when history no
+// longer keeps it): for a blocked acquire that learns of its abort by
+// reading the state, or from another server.
+func (s *Service) LastAbort(ctx context.Context, ts int64, client string) (*lk.Abort, error) {
+	if !s.explain {
+		return nil, nil
+	}
+	var out *lk.Abort
+	read := func(tx *repo.Tx) error {
+		registered, err := repo.ClientRegistered(tx, client)
+		if err != nil || registered {
+			return err
+		}
+		out, err = lastAbort(tx, client)
+		return err
+	}
+	if s.db.CanReadApart() {
+		return out, s.db.Read(ctx, read)
+	}
+	return out, s.withTx(ctx, ts, read)
+}
+
+func lastAbort(tx *repo.Tx, client string) (*lk.Abort, error) {
+	a, found, err := repo.AbortLatest(tx, client)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &lk.Abort{Victim: &a.Client, Age: a.Age, Cycle: a.Cycle}, nil
+}
+
+// recordAbort keeps a victim's abort for its status (docs/api.md).
+func (s *Service) recordAbort(tx *repo.Tx, requester, lock string, ts int64, ab lk.Abort) error {
+	if !s.explain {
+		return nil
+	}
+	return repo.AbortInsert(tx, repo.AbortRow{Client: *ab.Victim, Age: ab.Age, AbortedAt: ts,
+		Requester: requester, Lock: lock, Cycle: ab.Cycle})
+}
+
+// pruneAborts deletes a batch of the aborts older than before, and reports
+// whether the batch was full.
+func (s *Service) pruneAborts(tx *repo.Tx, before int64) (full bool, err error) {
+	if !s.explain {
+		return false, nil
+	}
+	n, err := repo.AbortsPruneBefore(tx, before, abortPruneBatch)
+	return n == abortPruneBatch, err
+}
+
+// abortedMessage is the message of a renew by client of its lease on lock
+// that it lost as a deadlock victim, "" when it did not (or history no
+// longer tells): the error code stays not_holder.
+func (s *Service) abortedMessage(tx *repo.Tx, client, lock string) (string, error) {
+	if !s.explain {
+		return "", nil
+	}
+	registered, err := repo.ClientRegistered(tx, client)
+	if err != nil || registered {
+		return "", err
+	}
+	a, found, err := repo.AbortLatest(tx, client)
+	if err != nil || !found {
+		return "", err
+	}
+	lost, err := repo.GrantLostInAbort(tx, client, lock, a.AbortedAt)
+	if err != nil || !lost {
+		return "", err
+	}
+	return client + " holds no live lease on " + lock + ": it lost it at " + strconv.FormatInt(a.AbortedAt, 10) +
+		" when it was aborted as a deadlock victim (GET /v1/status?client=" + client + " says why)", nil
+}
+
+// explainStatus adds to a status answer the client's last abort, while it is
+// unregistered, and the estimated wait of the lock it waits for.
+func (s *Service) explainStatus(tx *repo.Tx, ts int64, out *lk.StatusResult) error {
+	if !s.explain {
+		return nil
+	}
+	if out.Age == 0 {
+		var err error
+		out.Aborted, err = lastAbort(tx, out.Client)
+		return err
+	}
+	if out.Waiting == nil {
+		return nil
+	}
+	modes, err := repo.QueueModesThrough(tx, out.Client)
+	if err != nil || len(modes) == 0 {
+		return err
+	}
+	waits, err := s.estimateWaits(tx, out.Waiting.Lock, ts, modes)
+	if err != nil || waits == nil {
+		return err
+	}
+	out.Waiting.EstimatedWait = waits[len(waits)-1]
+	return nil
+}
+
+// queuedEstimate is the estimated wait of client, just queued.
+func (s *Service) queuedEstimate(tx *repo.Tx, ts int64, client, lock string) (*float64, error) {
+	if !s.explain {
+		return nil, nil
+	}
+	modes, err := repo.QueueModesThrough(tx, client)
+	if err != nil || len(modes) == 0 {
+		return nil, err
+	}
+	waits, err := s.estimateWaits(tx, lock, ts, modes)
+	if err != nil || waits == nil {
+		return nil, err
+	}
+	return waits[len(waits)-1], nil
+}
+
+// explainQueue adds the estimated waits to an inspect answer.
+func (s *Service) explainQueue(tx *repo.Tx, ts int64, in *lk.InspectResult) error {
+	if !s.explain || len(in.Queue) == 0 {
+		return nil
+	}
+	modes := make([]lk.Mode, len(in.Queue))
+	for i, w := range in.Queue {
+		modes[i] = w.Mode
+	}
+	waits, err := s.estimateWaits(tx, in.Lock, ts, modes)
+	if err != nil || waits == nil {
+		return err
+	}
+	for i := range in.Queue {
+		in.Queue[i].EstimatedWait = waits[i]
+	}
+	return nil
+}
+
+// estimateWaits estimates, at now, how long each of the first len(modes)
+// entries of lock's queue (their modes, from the head) still waits: nil
+// when the lock has no ended lease to learn from. docs/api.md says how:
+//
+//   - a hold lasts the mean of the lock's last holdSample ended leases of
+//     its mode (of all of them, when none of them had that mode);
+//   - the current holders leave when the last of them reaches its mean
+//     hold, or at its expiry if that comes first (now, if both are past);
+//   - then the queue is served in turns: an exclusive entry is a turn, a
+//     run of consecutive shared entries is one turn, each a mean hold long.
+func (s *Service) estimateWaits(tx *repo.Tx, lock string, now int64, modes []lk.Mode) ([]*float64, error) {
+	holds, err := repo.GrantHoldTimes(tx, lock, holdSample)
+	if err != nil || len(holds) == 0 {
+		return nil, err
+	}
+	sum, n := map[lk.Mode]float64{}, map[lk.Mode]int{}
+	var all float64
+	for _, h := range holds {
+		sum[h.Mode] += float64(h.Held)
+		n[h.Mode]++
+		all += float64(h.Held)
+	}
+	mean := func(m lk.Mode) float64 {
+		if n[m] == 0 {
+			return all / float64(len(holds))
+		}
+		return sum[m] / float64(n[m])
+	}
+	holders, err := repo.LockHoldersByMode(tx, lock)
+	if err != nil {
+		return nil, err
+	}
+	var start float64 // when the current turn starts, from now
+	for _, h := range holders {
+		left := min(float64(h.LastGrantedAt)+mean(h.Mode), float64(h.LastExpiresAt)) - float64(now)
+		start = max(start, left)
+	}
+	out := make([]*float64, len(modes))
+	for i, m := range modes {
+		if i > 0 && !(m == lk.Shared && modes[i-1] == lk.Shared) {
+			start += mean(modes[i-1])
+		}
+		w := math.Round(start*10) / 10
+		out[i] = &w
+	}
+	return out, nil
+}
