@@ -19,7 +19,11 @@ var caughtBy = map[string][]string{
 	failpoint.AnswerBeforeCommit: {e2e.CheckLostWrite, e2e.CheckTokenCrash, e2e.CheckLinearization},
 	failpoint.GrantEarly:         {e2e.CheckLapse},
 	failpoint.DropWakeup:         {e2e.CheckWake},
-	failpoint.SkipServiceLock:    {e2e.CheckTokenUnique, e2e.CheckExclusive, e2e.CheckLinearization},
+	// Two servers' transactions no longer take turns: tokens issued twice,
+	// or, as each transaction with events also writes the service row's
+	// event counter at its end, deadlocks between that row and the locks'
+	// rows, which PostgreSQL breaks by failing one: a 503 with no fault.
+	failpoint.SkipServiceLock: {e2e.CheckTokenUnique, e2e.CheckExclusive, e2e.CheckLinearization, e2e.CheckRecovery},
 	// With the clock stepped back (clock-step-back).
 	failpoint.TimeBackwards: {e2e.CheckTimeOrder, e2e.CheckHealthClock, e2e.CheckTokenOrder},
 }
