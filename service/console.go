@@ -14,34 +14,13 @@ import (
 
 // Store returns a page of req.Lock's fenced store at ts.
 func (s *Service) Store(ctx context.Context, ts int64, req lk.StoreRequest) (lk.StoreResult, error) {
-	var out lk.StoreResult
-	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := req.Validate(); err != nil {
-			return err
-		}
-		var err error
-		out, err = storePage(tx, req)
-		return err
-	})
-	return out, err
+	return readInTx(s, ctx, ts, req.Validate, func(tx *repo.Tx) (lk.StoreResult, error) { return storePage(tx, req) })
 }
 
 // ReadStore is Store read apart. The store does not change with time, so
 // the last commit is its state at ts.
 func (s *Service) ReadStore(ctx context.Context, ts int64, req lk.StoreRequest) (lk.StoreResult, error) {
-	var out lk.StoreResult
-	if err := req.Validate(); err != nil {
-		return out, err
-	}
-	if !s.db.CanReadApart() {
-		return out, ErrNeedsTx
-	}
-	err := s.db.Read(ctx, func(tx *repo.Tx) error {
-		var err error
-		out, err = storePage(tx, req)
-		return err
-	})
-	return out, err
+	return readApart(s, ctx, req.Validate, func(tx *repo.Tx) (lk.StoreResult, error) { return storePage(tx, req) })
 }
 
 func storePage(tx *repo.Tx, req lk.StoreRequest) (lk.StoreResult, error) {
@@ -58,16 +37,9 @@ func storePage(tx *repo.Tx, req lk.StoreRequest) (lk.StoreResult, error) {
 // Graph returns the wait-for graph around req.Lock or req.Client at ts,
 // after the leases that lapsed by ts were retired.
 func (s *Service) Graph(ctx context.Context, ts int64, req lk.GraphRequest) (lk.GraphResult, error) {
-	var out lk.GraphResult
-	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := req.Validate(); err != nil {
-			return err
-		}
-		var err error
-		out, err = repo.Graph(tx, req.Lock, req.Client, lk.MaxGraphNodes, ts)
-		return err
+	return readInTx(s, ctx, ts, req.Validate, func(tx *repo.Tx) (lk.GraphResult, error) {
+		return repo.Graph(tx, req.Lock, req.Client, lk.MaxGraphNodes, ts)
 	})
-	return out, err
 }
 
 // ReadGraph is Graph read apart. A lock of the graph with waiters and a
@@ -75,20 +47,11 @@ func (s *Service) Graph(ctx context.Context, ts int64, req lk.GraphRequest) (lk.
 // ReadLocks: its retirement hands the lock over, and ReadGraph answers
 // ErrNeedsTx.
 func (s *Service) ReadGraph(ctx context.Context, ts int64, req lk.GraphRequest) (lk.GraphResult, error) {
-	var out lk.GraphResult
-	if err := req.Validate(); err != nil {
-		return out, err
-	}
-	if !s.db.CanReadApart() {
-		return out, ErrNeedsTx
-	}
-	err := s.db.Read(ctx, func(tx *repo.Tx) error {
-		var err error
-		out, err = repo.Graph(tx, req.Lock, req.Client, lk.MaxGraphNodes, ts)
+	return readApart(s, ctx, req.Validate, func(tx *repo.Tx) (lk.GraphResult, error) {
+		out, err := repo.Graph(tx, req.Lock, req.Client, lk.MaxGraphNodes, ts)
 		if errors.Is(err, repo.ErrGraphUnsettled) {
-			return ErrNeedsTx
+			err = ErrNeedsTx
 		}
-		return err
+		return out, err
 	})
-	return out, err
 }

@@ -84,42 +84,25 @@ func (s *Service) pruneHistory(tx *repo.Tx, ts int64) error {
 // History returns a page of the grant history of req.Lock or req.Client,
 // newest first, at ts: the leases that lapsed by ts have ended.
 func (s *Service) History(ctx context.Context, ts int64, req lk.HistoryRequest) (lk.HistoryResult, error) {
-	var out lk.HistoryResult
-	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := req.Validate(); err != nil {
-			return err
-		}
-		var err error
-		out, err = historyPage(tx, req)
-		return err
-	})
-	return out, err
+	return readInTx(s, ctx, ts, req.Validate, func(tx *repo.Tx) (lk.HistoryResult, error) { return historyPage(tx, req) })
 }
 
 // ReadHistory is History read apart (read.go). A row of a lease that ended
 // by ts but is not retired yet would still show it live, and its
 // retirement may grant its lock to a waiter: then it answers ErrNeedsTx.
 func (s *Service) ReadHistory(ctx context.Context, ts int64, req lk.HistoryRequest) (lk.HistoryResult, error) {
-	var out lk.HistoryResult
-	if err := req.Validate(); err != nil {
-		return out, err
-	}
-	if !s.db.CanReadApart() {
-		return out, ErrNeedsTx
-	}
-	err := s.db.Read(ctx, func(tx *repo.Tx) error {
-		var err error
-		if out, err = historyPage(tx, req); err != nil {
-			return err
+	return readApart(s, ctx, req.Validate, func(tx *repo.Tx) (lk.HistoryResult, error) {
+		out, err := historyPage(tx, req)
+		if err != nil {
+			return out, err
 		}
 		for _, g := range out.Grants {
 			if g.Ended == nil && g.ExpiresAt <= ts {
-				return ErrNeedsTx
+				return out, ErrNeedsTx
 			}
 		}
-		return nil
+		return out, nil
 	})
-	return out, err
 }
 
 func historyPage(tx *repo.Tx, req lk.HistoryRequest) (lk.HistoryResult, error) {

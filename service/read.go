@@ -120,3 +120,37 @@ func (s *Service) ReadCounts(ctx context.Context, ts int64) (held, waiting int64
 	})
 	return held, waiting, err
 }
+
+// readInTx runs a validated read as an operation at ts (withTx), so that
+// the leases that lapsed by ts are retired first: the shape of every read
+// that has a read-apart twin (readApart).
+func readInTx[T any](s *Service, ctx context.Context, ts int64, validate func() error, read func(tx *repo.Tx) (T, error)) (T, error) {
+	var out T
+	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
+		if err := validate(); err != nil {
+			return err
+		}
+		var err error
+		out, err = read(tx)
+		return err
+	})
+	return out, err
+}
+
+// readApart runs a validated read apart from the committer, or answers
+// ErrNeedsTx where the database cannot (CanReadApart) or read says so.
+func readApart[T any](s *Service, ctx context.Context, validate func() error, read func(tx *repo.Tx) (T, error)) (T, error) {
+	var out T
+	if err := validate(); err != nil {
+		return out, err
+	}
+	if !s.db.CanReadApart() {
+		return out, ErrNeedsTx
+	}
+	err := s.db.Read(ctx, func(tx *repo.Tx) error {
+		var err error
+		out, err = read(tx)
+		return err
+	})
+	return out, err
+}
