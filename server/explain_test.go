@@ -1,10 +1,7 @@
 package server_test
 
 import (
-	"context"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +15,7 @@ import (
 // (service.Options.Explain), on the database at path at time at.
 func startWhy(t *testing.T, path string, at int64, opts server.Options) *fixture {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, service.Options{Explain: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := server.NewManualClock(time.Unix(at, 0))
-	opts.Clock = clock
-	srv := server.New(svc, opts)
-	hs := httptest.NewServer(srv.Handler())
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			srv.Drain()
-			hs.Close()
-			srv.Close()
-			svc.Close()
-		})
-	}
-	t.Cleanup(stop)
-	return &fixture{t: t, clock: clock, url: hs.URL, path: path, stop: stop, svc: svc, hc: validated(t)}
+	return startService(t, path, service.Options{Explain: true}, server.NewManualClock(time.Unix(at, 0)), opts)
 }
 
 // TestPredecessorsAndWaitsOverHTTP: an acquire granted after a lapse names

@@ -59,7 +59,13 @@ func startOn(t *testing.T, path string, at int64) *fixture {
 // and options.
 func startWith(t *testing.T, path string, clock *server.ManualClock, opts server.Options) *fixture {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, service.Options{})
+	return startService(t, path, service.Options{}, clock, opts)
+}
+
+// startService is startWith with the service's options too.
+func startService(t *testing.T, path string, so service.Options, clock *server.ManualClock, opts server.Options) *fixture {
+	t.Helper()
+	svc, err := service.Open(context.Background(), path, so)
 	if err != nil {
 		t.Fatal(err)
 	}
