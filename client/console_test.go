@@ -7,7 +7,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/server"
+	"github.com/leasekeeper/leasekeeper/internal/server"
 )
 
 // TestStoreAndGraph: the client reads a lock's fenced store a page at a

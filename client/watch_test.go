@@ -13,7 +13,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/server"
+	"github.com/leasekeeper/leasekeeper/internal/server"
 )
 
 // TestWatch: Watch yields the events its filter selects, as the server

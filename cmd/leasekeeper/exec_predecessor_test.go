@@ -10,7 +10,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
-	"github.com/leasekeeper/leasekeeper/server"
+	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 

@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasekeeper/leasekeeper/internal/server"
+	"github.com/leasekeeper/leasekeeper/internal/telemetry"
 	"github.com/leasekeeper/leasekeeper/repo"
-	"github.com/leasekeeper/leasekeeper/server"
 	"github.com/leasekeeper/leasekeeper/service"
-	"github.com/leasekeeper/leasekeeper/telemetry"
 )
 
 func newServeCmd() *cobra.Command {

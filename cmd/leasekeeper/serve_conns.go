@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasekeeper/leasekeeper/server"
+	"github.com/leasekeeper/leasekeeper/internal/server"
 )
 
 // connFlags are serve's flags for its connections (docs/deployment.md,

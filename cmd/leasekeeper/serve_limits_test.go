@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/internal/auth"
 )
 
 // Tests of serve against clients that hold connections without using them

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/internal/auth"
 )
 
 // TestServeRateLimits: serve reads the limits of its auth file. A malformed

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasekeeper/leasekeeper/auth"
-	"github.com/leasekeeper/leasekeeper/server"
+	"github.com/leasekeeper/leasekeeper/internal/auth"
+	"github.com/leasekeeper/leasekeeper/internal/server"
 )
 
 // securityFlags are serve's flags for authentication and TLS

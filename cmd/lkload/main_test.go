@@ -18,7 +18,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
-	lkserver "github.com/leasekeeper/leasekeeper/server"
+	lkserver "github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 

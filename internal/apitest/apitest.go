@@ -1,9 +1,6 @@
 // Package apitest checks HTTP answers against the API's OpenAPI document
 // (leasekeeper.OpenAPI, docs/openapi.json).
 //
-// It is test support for this repository's own tests: it is not for import
-// by users, and its API is not stable.
-//
 // A test that talks to a server wraps its transport:
 //
 //	v := apitest.New(t)

@@ -36,9 +36,6 @@
 //	                    group's time at or above the last, and refuse a
 //	                    transaction at a time below the service's, are
 //	                    skipped)
-//
-// It is test support for this repository: not for import by other modules,
-// and its API is not stable.
 package failpoint
 
 // EnvVar names the environment variable that enables failpoints in a

@@ -1,0 +1,168 @@
+package auth
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/server"
+)
+
+// MaxLimit bounds "rate" and "max_waiting": beyond it a limit limits
+// nothing, and a typo of a few zeros is better refused than obeyed.
+const MaxLimit = 1_000_000
+
+// waitingRetryAfter is the Retry-After of a refused blocked acquire: when a
+// slot frees is not known, and a second is short next to a wait.
+const waitingRetryAfter = time.Second
+
+// refusalLogEvery is how often at most a principal's rate-limited requests
+// are logged: a principal over its rate sends many, and each line would say
+// the same.
+const refusalLogEvery = 10 * time.Second
+
+var _ server.Admitter = (*Authorizer)(nil)
+
+// parseLimit reads an optional limit of the auth file: absent is 0 (none),
+// otherwise an integer from 1 to MaxLimit. 0 is refused rather than read as
+// "no limit" or "nothing at all", which a reader could take either way.
+func parseLimit(key, unit string, raw json.RawMessage) (int, error) {
+	if len(raw) == 0 {
+		return 0, nil
+	}
+	n, ok := lk.Integer(json.Number(raw))
+	if !ok || n < 1 || n > MaxLimit {
+		shown := string(raw)
+		if len(shown) > 40 {
+			shown = shown[:40] + "..."
+		}
+		return 0, fmt.Errorf("%q must be an integer from 1 to %d (%s on one server; leave it out for no limit), got %s",
+			key, MaxLimit, unit, shown)
+	}
+	return int(n), nil
+}
+
+// limiter is the state of one principal's limits on this server.
+type limiter struct {
+	name       string
+	rate       *rate.Limiter // nil: no rate limit
+	perSecond  int
+	maxWaiting int64 // 0: no limit
+	waiting    atomic.Int64
+
+	logMu      sync.Mutex
+	loggedAt   time.Time
+	suppressed int
+}
+
+func newLimits(ps []Principal) map[string]*limiter {
+	m := map[string]*limiter{}
+	for _, p := range ps {
+		if p.Rate == 0 && p.MaxWaiting == 0 {
+			continue
+		}
+		l := &limiter{name: p.Name, perSecond: p.Rate, maxWaiting: int64(p.MaxWaiting)}
+		if p.Rate > 0 {
+			// A bucket of one second's requests: a principal idle for a
+			// second may send them at once.
+			l.rate = rate.NewLimiter(rate.Limit(p.Rate), p.Rate)
+		}
+		m[p.Name] = l
+	}
+	return m
+}
+
+// rateExempt reports whether op is never rate-limited: renew and release
+// keep and end leases, and refusing them would cost honest holders (a lease
+// lost for a 429 on its renew, a lock held to its expiry for one on its
+// release).
+func rateExempt(op string) bool { return op == "renew" || op == "release" }
+
+// limit takes one request from p's rate, or refuses it.
+func (a *Authorizer) limit(r *http.Request, acc server.Access, p *Principal) *server.Denial {
+	l := a.limits[p.Name]
+	if l == nil || l.rate == nil || rateExempt(acc.Op) {
+		return nil
+	}
+	now := time.Now()
+	if l.rate.AllowN(now, 1) {
+		return nil
+	}
+	// The next request is allowed once the bucket holds a whole token again.
+	retry := time.Duration((1 - l.rate.TokensAt(now)) / float64(p.Rate) * float64(time.Second))
+	retry = max(retry, time.Second) // Retry-After is in whole seconds
+	a.limited(r, acc, l, fmt.Sprintf("over its rate of %d requests a second", l.perSecond))
+	return &server.Denial{Code: lk.CodeRateLimited, RetryAfter: retry, Principal: p.Name,
+		Message: fmt.Sprintf("principal %s is over its rate of %d requests a second on this server; retry after %d s (renew and release are never limited)",
+			p.Name, l.perSecond, int64(math.Ceil(retry.Seconds())))}
+}
+
+// Admit implements server.Admitter: it takes one of the principal's
+// max_waiting slots for an acquire with a wait, or refuses it.
+func (a *Authorizer) Admit(r *http.Request, acc server.Access) (func(), *server.Denial) {
+	p := a.authenticate(r)
+	if p == nil {
+		// Authorize let it through: only a header changed in between.
+		return nil, &server.Denial{Code: lk.CodeUnauthenticated, Message: "send a valid token: Authorization: Bearer TOKEN"}
+	}
+	l := a.limits[p.Name]
+	if l == nil || l.maxWaiting == 0 {
+		return func() {}, nil
+	}
+	for {
+		n := l.waiting.Load()
+		if n >= l.maxWaiting {
+			a.limited(r, acc, l, fmt.Sprintf("%d blocked acquires already (max_waiting)", n))
+			return nil, &server.Denial{Code: lk.CodeRateLimited, RetryAfter: waitingRetryAfter, Principal: p.Name,
+				Message: fmt.Sprintf("principal %s has %d acquires blocked on this server, its max_waiting; retry once one is answered, or acquire with wait 0",
+					p.Name, n)}
+		}
+		if l.waiting.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { l.waiting.Add(-1) }) }, nil
+}
+
+// Waiting returns how many blocked acquires of principal name hold a slot
+// now; 0 for one without max_waiting.
+func (a *Authorizer) Waiting(name string) int {
+	if l := a.limits[name]; l != nil {
+		return int(l.waiting.Load())
+	}
+	return 0
+}
+
+// limited logs a rate-limited request: the first of a principal's, then at
+// most one line every refusalLogEvery, saying how many were left out.
+func (a *Authorizer) limited(r *http.Request, acc server.Access, l *limiter, why string) {
+	if a.log == nil {
+		return
+	}
+	l.logMu.Lock()
+	now := time.Now()
+	if !l.loggedAt.IsZero() && now.Sub(l.loggedAt) < refusalLogEvery {
+		l.suppressed++
+		l.logMu.Unlock()
+		return
+	}
+	suppressed := l.suppressed
+	l.loggedAt, l.suppressed = now, 0
+	l.logMu.Unlock()
+	attrs := []any{"op", acc.Op, "remote", r.RemoteAddr, "why", why, "principal", l.name}
+	if acc.Client != "" {
+		attrs = append(attrs, "client", acc.Client)
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	a.log.Warn("request refused: rate limited", attrs...)
+}
