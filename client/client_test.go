@@ -17,9 +17,9 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // testServer is a real server on loopback over a SQLite file of its own.
@@ -31,22 +31,22 @@ type testServer struct {
 	close func()
 }
 
-func newServer(t *testing.T, clock server.Clock) *testServer {
+func newServer(t *testing.T, clock engine.Clock) *testServer {
 	t.Helper()
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "leasekeeper.db"), service.Options{})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "leasekeeper.db"), engine.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(svc, server.Options{Clock: clock})
+	srv := server.New(eng, server.Options{})
 	hs := httptest.NewServer(srv.Handler())
 	ts := &testServer{Client: client.New(hs.URL, client.WithHTTPClient(validated(t, nil))), URL: hs.URL}
 	closed := false
 	ts.close = func() {
 		if !closed {
 			closed = true
-			srv.Close() // answers blocked acquires, so that hs.Close need not wait for them
+			// answers blocked acquires, so that hs.Close need not wait for them
 			hs.Close()
-			svc.Close()
+			eng.Close()
 		}
 	}
 	t.Cleanup(ts.close)
@@ -394,7 +394,7 @@ func TestErrorObject(t *testing.T) {
 func TestAcquireOnce(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	clock := server.NewManualClock(time.Unix(1767225600, 0))
+	clock := engine.NewManualClock(time.Unix(1767225600, 0))
 	s := newServer(t, clock)
 	once := func(c, lock string, shared bool) (lk.AcquireResult, error) {
 		return s.AcquireOnce(ctx, lock, client.AcquireOptions{Client: c, TTL: 30 * time.Second, Shared: shared})
@@ -747,7 +747,7 @@ func TestLostWhenReleasedElsewhere(t *testing.T) {
 func TestLostWhenLapsed(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	clock := server.NewManualClock(time.Unix(1767225600, 0))
+	clock := engine.NewManualClock(time.Unix(1767225600, 0))
 	s := newServer(t, clock)
 	lease, err := s.Acquire(ctx, "L", client.AcquireOptions{Client: "a", TTL: 3 * time.Second})
 	if err != nil {
@@ -826,7 +826,7 @@ func TestUnavailableWithdraws(t *testing.T) {
 func TestWaitGrantLapsedBeforeAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	clock := server.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := engine.NewManualClock(time.Unix(1_700_000_000, 0))
 	s := newServer(t, clock)
 	a, err := s.AcquireOnce(ctx, "L", client.AcquireOptions{Client: "a", TTL: 5 * time.Second})
 	if err != nil || a.Outcome != lk.Granted {

@@ -7,13 +7,13 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/internal/server"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 )
 
 // TestStoreAndGraph: the client reads a lock's fenced store a page at a
 // time and the wait-for graph around a lock or a client.
 func TestStoreAndGraph(t *testing.T) {
-	s := newServer(t, server.NewManualClock(time.Unix(1000, 0)))
+	s := newServer(t, engine.NewManualClock(time.Unix(1000, 0)))
 	ctx := ctxT(t)
 	acquire := func(who, lock string) lk.AcquireResult {
 		t.Helper()

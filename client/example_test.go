@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/repo"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // Example starts a server on loopback, takes a lock, writes to the fenced
@@ -18,14 +18,13 @@ import (
 // successor writes, and a late write with the first token is refused.
 func Example() {
 	ctx := context.Background()
-	svc, err := service.Open(ctx, repo.MemoryPath, service.Options{})
+	eng, err := engine.Open(ctx, repo.MemoryPath, engine.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer svc.Close()
-	srv := server.New(svc, server.Options{})
-	defer srv.Close()
+	defer eng.Close()
+	srv := server.New(eng, server.Options{})
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 

@@ -10,25 +10,26 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // newExplainingServer is newServer with answers that say why, as serve has
 // them, on a manual clock.
-func newExplainingServer(t *testing.T, clock server.Clock) *testServer {
+func newExplainingServer(t *testing.T, clock engine.Clock) *testServer {
 	t.Helper()
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "leasekeeper.db"), service.Options{Explain: true})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "leasekeeper.db"), engine.Options{Rules: service.Config{Explain: true}, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(svc, server.Options{Clock: clock})
+	srv := server.New(eng, server.Options{})
 	hs := httptest.NewServer(srv.Handler())
 	ts := &testServer{Client: client.New(hs.URL, client.WithHTTPClient(validated(t, nil))), URL: hs.URL}
 	ts.close = func() {
-		srv.Close()
+
 		hs.Close()
-		svc.Close()
+		eng.Close()
 	}
 	t.Cleanup(ts.close)
 	return ts
@@ -37,7 +38,7 @@ func newExplainingServer(t *testing.T, clock server.Clock) *testServer {
 // TestLeasePredecessors: a lease names the leases before its grant, a
 // lapsed one among them; a deadlock victim's error says why it was chosen.
 func TestLeasePredecessors(t *testing.T) {
-	clock := server.NewManualClock(time.Unix(1000, 0))
+	clock := engine.NewManualClock(time.Unix(1000, 0))
 	s := newExplainingServer(t, clock)
 	ctx := ctxT(t)
 	if _, err := s.AcquireOnce(ctx, "L", client.AcquireOptions{Client: "a", TTL: 5 * time.Second}); err != nil {

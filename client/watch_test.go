@@ -13,13 +13,13 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/internal/server"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 )
 
 // TestWatch: Watch yields the events its filter selects, as the server
 // commits them.
 func TestWatch(t *testing.T) {
-	ts := newServer(t, server.NewManualClock(time.Unix(1000, 0)))
+	ts := newServer(t, engine.NewManualClock(time.Unix(1000, 0)))
 	c := client.New(ts.URL)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()

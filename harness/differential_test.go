@@ -15,6 +15,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/model"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestDifferential runs random short operation sequences through the SQLite
@@ -65,7 +66,7 @@ func agree(t *testing.T, ops []any, label string) bool {
 		}
 		raw[i] = b
 	}
-	svc := testutil.OpenService(t, repo.MemoryPath)
+	svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 	defer svc.Close()
 	got, err := harness.Run(context.Background(), svc, ops)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // FuzzRun feeds arbitrary bytes to the decoder and, when they decode, runs
@@ -40,7 +41,7 @@ func FuzzRun(f *testing.F) {
 			t.Skip("long repeat drives are the scale suite's business")
 		}
 		run := func() []any {
-			svc := testutil.OpenService(t, repo.MemoryPath)
+			svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 			out, err := harness.Run(context.Background(), svc, in.Ops)
 			if err != nil {
 				t.Fatalf("engine failed: %v", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestGolden replays every case of testdata/golden through Run on each
@@ -50,7 +51,7 @@ func (s *statusSpy) Status(ctx context.Context, ts int64, q lk.StatusRequest) (l
 // replay does not ask for it, so that the statuses of every waiter of a long
 // queue cost what they touch, not the queue ahead of each (section 6).
 func TestReplayStatusSkipsRank(t *testing.T) {
-	spy := &statusSpy{Engine: testutil.OpenService(t, repo.MemoryPath)}
+	spy := &statusSpy{Engine: testutil.OpenDirect(t, repo.MemoryPath, service.Config{})}
 	ops := []any{
 		[]any{"acquire", json.Number("0"), "h", "Q", json.Number("10")},
 		[]any{"acquire", json.Number("0"), "w", "Q", json.Number("10")},

@@ -21,7 +21,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 )
 
-// Engine is the lock service the operations drive; *service.Service is one.
+// Engine is the lock service the operations drive; *engine.Direct is one.
 // It takes the operations as the typed requests of package leasekeeper and
 // returns their typed results. Every method returns a contract error
 // (lk.IsContract) as a result, anything else as a failure that stops the run.
@@ -114,7 +114,7 @@ func Run(ctx context.Context, e Engine, ops []any) ([]any, error) {
 }
 
 // batcher is an engine that may run many operations per transaction
-// (service.Service.Batch): a replay on PostgreSQL, where a transaction's
+// (engine.Direct.Batch): a replay on PostgreSQL, where a transaction's
 // round trips cost far more than an operation's work.
 type batcher interface {
 	Batch(ctx context.Context, fn func(step func() error) error) error

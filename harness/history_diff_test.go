@@ -12,9 +12,11 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/model"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestHistoryDifferential runs TestDifferential's random sequences through
@@ -71,7 +73,7 @@ func historiesAgree(t *testing.T, ops []any, label string) bool {
 	// History is an operation at ts: it retires the leases ended by ts
 	// (at the end of time, a lease granted at ts). So does an inspect.
 	m.Step(json.RawMessage(fmt.Sprintf(`["inspect", %d, "L"]`, ts)))
-	svc := testutil.OpenService(t, repo.MemoryPath)
+	svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 	defer svc.Close()
 	if _, err := harness.Run(ctx, svc, ops); err != nil {
 		t.Fatalf("%s: engine failed: %v", label, err)
@@ -86,7 +88,7 @@ func historiesAgree(t *testing.T, ops []any, label string) bool {
 	}
 	var got strings.Builder
 	for _, lock := range historyLocks() {
-		res, err := svc.History(ctx, ts, lk.HistoryRequest{Lock: lock, Limit: lk.MaxLocksLimit})
+		res, err := engine.Do(svc, ctx, ts, lk.HistoryRequest{Lock: lock, Limit: lk.MaxLocksLimit}, service.History)
 		if err != nil {
 			t.Fatalf("%s: history of %s: %v", label, lock, err)
 		}

@@ -8,7 +8,9 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -19,7 +21,7 @@ import (
 type reopening struct {
 	t    *testing.T
 	path string
-	svc  *service.Service
+	svc  *engine.Direct
 }
 
 func (r *reopening) cycle() {
@@ -27,7 +29,7 @@ func (r *reopening) cycle() {
 	if err := r.svc.Close(); err != nil {
 		r.t.Fatal(err)
 	}
-	svc, err := service.Open(context.Background(), r.path, service.Options{})
+	svc, err := engine.OpenDirect(context.Background(), r.path, repo.Options{}, service.Config{})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestGoldenAcrossReopens(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "reopen.db")
-			svc, err := service.Open(context.Background(), path, service.Options{})
+			svc, err := engine.OpenDirect(context.Background(), path, repo.Options{}, service.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/model"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
@@ -24,11 +25,11 @@ import (
 // transaction would be stale after the other's, so results equal to one
 // service's prove that neither trusts anything but the database.
 type alternating struct {
-	svcs [2]*service.Service
+	svcs [2]*engine.Direct
 	rng  *rand.Rand
 }
 
-func (a *alternating) pick() *service.Service { return a.svcs[a.rng.IntN(2)] }
+func (a *alternating) pick() *engine.Direct { return a.svcs[a.rng.IntN(2)] }
 
 func (a *alternating) Clock() (int64, bool) { return a.pick().Clock() }
 func (a *alternating) Advance(ctx context.Context, ts int64) error {
@@ -69,7 +70,7 @@ func TestDifferentialTwoServices(t *testing.T) {
 	seed := uint64(envInt(t, "LEASEKEEPER_DIFF_SEED", int(time.Now().UnixNano()%1e9)))
 	t.Logf("%d sequences, seed %d (LEASEKEEPER_DIFF_SEED=%d reproduces them)", n, seed, seed)
 	dsn := pgtest.DSN(t)
-	e := &alternating{svcs: [2]*service.Service{testutil.OpenService(t, dsn), testutil.OpenService(t, dsn)}}
+	e := &alternating{svcs: [2]*engine.Direct{testutil.OpenDirect(t, dsn, service.Config{}), testutil.OpenDirect(t, dsn, service.Config{})}}
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {

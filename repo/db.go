@@ -17,6 +17,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -414,4 +415,17 @@ func (tx *Tx) affected(q statement, args ...any) (int64, error) {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// Redacted is dsn as messages show it: a PostgreSQL URL without its
+// password, a file's path as it is.
+func Redacted(dsn string) string {
+	if !IsPostgres(dsn) {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "the PostgreSQL database"
+	}
+	return u.Redacted()
 }

@@ -50,7 +50,7 @@ func TestReadApartFromWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			if d.postgres() {
-				if _, _, err := Lock(w); err != nil {
+				if _, _, err := ServiceRowLock(w); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -37,7 +37,7 @@ func ServiceCountersSet(tx *Tx, c Counters) error {
 	return err
 }
 
-// Lock takes the service row's lock on a database with peers (PostgreSQL), first
+// ServiceRowLock takes the service row's lock on a database with peers (PostgreSQL), first
 // thing in a transaction, and returns the row and the database's clock in
 // Unix seconds.
 //
@@ -53,7 +53,7 @@ func ServiceCountersSet(tx *Tx, c Counters) error {
 // expressions may be computed before it waits for a row, so the lock's own
 // statement could return a time as old as that wait. The caller never lets
 // it fall behind the stored clock.
-func Lock(tx *Tx) (c Counters, dbNow float64, err error) {
+func ServiceRowLock(tx *Tx) (c Counters, dbNow float64, err error) {
 	var clock sql.NullInt64
 	q := qLockServiceRow
 	if failpoint.Enabled(failpoint.SkipServiceLock) {

@@ -1,10 +1,6 @@
 package service
 
-import (
-	"context"
-
-	"github.com/leasekeeper/leasekeeper/repo"
-)
+import "github.com/leasekeeper/leasekeeper/repo"
 
 // Witness is one thing an audit line says a transaction did, in terms the
 // database can confirm or deny afterwards.
@@ -32,26 +28,16 @@ const (
 )
 
 // AuditCommitted tells whether the transaction that did ws committed. It is
-// for the audit lines a server wrote ahead of a COMMIT (OnPrepare) and then
-// was killed: they may describe a transaction that never committed. It must
-// be called before any transaction of this service, and decides by the first
+// for the audit lines a server wrote ahead of a COMMIT and then was killed:
+// they may describe a transaction that never committed. It must run before
+// any other transaction of the database since, and decides by the first
 // witness that the database can judge: a grant committed if the lock's
 // counter reached its token (counters never go back, and no transaction ran
 // since); an end, if the lease with that token is gone; a withdrawal, if the
-// entry is gone (positions are never reused). known is false when no witness
-// can be judged, or on a database with peers, whose transactions since may
-// have changed what the witnesses look at.
-func (s *Service) AuditCommitted(ctx context.Context, ws []Witness) (committed, known bool, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.peers || len(ws) == 0 {
-		return false, false, nil
-	}
-	tx, err := s.db.Begin(ctx)
-	if err != nil {
-		return false, false, err
-	}
-	defer tx.Rollback()
+// entry is gone (positions are never reused). known is false when no
+// witness can be judged. (On a database with peers other servers may have
+// changed what the witnesses look at: the runtime does not ask there.)
+func AuditCommitted(tx *repo.Tx, ws []Witness) (committed, known bool, err error) {
 	for _, w := range ws {
 		switch w.Kind {
 		case WitnessGrant:

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -19,7 +20,7 @@ import (
 func TestGraphCostBounded(t *testing.T) {
 	pages := func(n int) (small, large int64) {
 		ctx := context.Background()
-		svc := testutil.OpenService(t, repo.MemoryPath)
+		svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 		acq := func(client, lock string) {
 			t.Helper()
 			if _, err := svc.Acquire(ctx, 0, lk.AcquireRequest{Client: client, Lock: lock, TTL: 86400, Mode: lk.Exclusive}); err != nil {
@@ -35,15 +36,15 @@ func TestGraphCostBounded(t *testing.T) {
 		acq("b", "small")
 		measure := func(req lk.GraphRequest) (int64, lk.GraphResult) {
 			t.Helper()
-			before, err := service.PagesRead(svc)
+			before, err := svc.PagesRead()
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := svc.Graph(ctx, 0, req)
+			g, err := engine.Do(svc, ctx, 0, req, service.Graph)
 			if err != nil {
 				t.Fatal(err)
 			}
-			after, err := service.PagesRead(svc)
+			after, err := svc.PagesRead()
 			if err != nil {
 				t.Fatal(err)
 			}

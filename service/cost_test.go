@@ -48,7 +48,7 @@ var costOps = []string{
 // costOps reads, all of them operations of big or on its leases.
 func opCosts(t *testing.T, n int) map[string]int64 {
 	ctx := context.Background()
-	svc := testutil.OpenService(t, repo.MemoryPath)
+	svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 	acq := func(ts int64, client, lock string, ttl int64) lk.AcquireResult {
 		t.Helper()
 		r, err := svc.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: lock, TTL: ttl, Mode: lk.Exclusive})
@@ -76,14 +76,14 @@ func opCosts(t *testing.T, n int) map[string]int64 {
 	costs := map[string]int64{}
 	measure := func(name string, op func() error) {
 		t.Helper()
-		before, err := service.PagesRead(svc)
+		before, err := svc.PagesRead()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := op(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		after, err := service.PagesRead(svc)
+		after, err := svc.PagesRead()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,8 @@ import (
 // resolveDeadlocks goes on with D4 for requester r, now queued for lock,
 // after the first victims were aborted (aborts explains them), and returns
 // r's result (D5).
-func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victims []string, aborts []lk.Abort) (lk.AcquireResult, error) {
+func resolveDeadlocks(op *Op, r, lock string, victims []string, aborts []lk.Abort) (lk.AcquireResult, error) {
+	tx := op.Tx
 	for {
 		// The aborts may have removed every edge into r, or granted it.
 		awaited, err := repo.ClientAwaited(tx, r)
@@ -35,7 +36,7 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victim
 		if victim == "" {
 			break
 		}
-		if err := s.abort(tx, r, victim, waitingFor, "", ts, cycle, why); err != nil {
+		if err := abort(op, r, victim, waitingFor, "", cycle, why); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		victims, aborts = append(victims, victim), append(aborts, why)
@@ -49,17 +50,17 @@ func (s *Service) resolveDeadlocks(tx *repo.Tx, ts int64, r, lock string, victim
 		return lk.AcquireResult{}, err
 	}
 	if granted {
-		if err := s.explainGrants(tx); err != nil {
+		if err := explainGrants(op); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, GrantedAt: l.GrantedAt, ExpiresAt: l.ExpiresAt,
-			Victims: victims, Aborts: aborts, Predecessors: s.grantedTo(r, lock)}, nil
+			Victims: victims, Aborts: aborts, Predecessors: grantedTo(op, r, lock)}, nil
 	}
 	rank, err := repo.QueueRank(tx, r)
 	if err != nil {
 		return lk.AcquireResult{}, err
 	}
-	wait, err := s.queuedEstimate(tx, ts, r, lock)
+	wait, err := queuedEstimate(op, r, lock)
 	return lk.AcquireResult{Outcome: lk.Queued, Position: rank, Victims: victims, Aborts: aborts, EstimatedWait: wait}, err
 }
 
@@ -110,13 +111,14 @@ func youngestOnCycle(r string, edges []repo.WaitEdge) (victim, waitingFor string
 
 // abort removes victim, which waits for lock ("" for none), from the system
 // (D4.3): its queue entry first, then its leases in ascending lock-name
-// order, running S3 after each, with grants starting at ts; then it is
+// order, running S3 after each, with grants starting at op.Now; then it is
 // unregistered. The fenced store and the fencing counters are untouched.
 // requester is the client whose acquire found the cycle, and cycle is C when
 // the victim was chosen, for the event; why explains the choice. asked is
 // the mode of a requester that aborts itself: it waits for lock, the lock
 // it asked for, in no queue; "" for any other victim.
-func (s *Service) abort(tx *repo.Tx, requester, victim, lock string, asked lk.Mode, ts int64, cycle []string, why lk.Abort) error {
+func abort(op *Op, requester, victim, lock string, asked lk.Mode, cycle []string, why lk.Abort) error {
+	tx, ts := op.Tx, op.Now
 	entry := repo.QueueEntry{Mode: asked}
 	queued := lock != "" && asked == ""
 	if queued {
@@ -135,13 +137,13 @@ func (s *Service) abort(tx *repo.Tx, requester, victim, lock string, asked lk.Mo
 	// The event, naming all the victim lost, comes before the grants that
 	// follow from it: read in order, the events never show a lock granted
 	// while the victim still holds it.
-	s.events = append(s.events, Event{Kind: EventAborted, Client: victim, Lock: lock, At: ts, Cycle: cycle,
+	op.emit(Event{Kind: lk.EventDeadlockAbort, Client: victim, Lock: lock, At: ts, Cycle: cycle,
 		Requester: requester, Lost: holds, Position: entry.Position, Mode: entry.Mode, Abort: &why})
-	if err := s.recordAbort(tx, requester, lock, ts, why); err != nil {
+	if err := recordAbort(op, requester, lock, why); err != nil {
 		return err
 	}
 	if queued {
-		if err := s.promote(tx, lock, ts); err != nil {
+		if err := promote(op, lock, ts); err != nil {
 			return err
 		}
 	}
@@ -149,10 +151,10 @@ func (s *Service) abort(tx *repo.Tx, requester, victim, lock string, asked lk.Mo
 		if _, _, err := repo.LeaseEnd(tx, h.Lock, victim, lk.EndAborted, ts); err != nil {
 			return err
 		}
-		if err := s.promote(tx, h.Lock, ts); err != nil {
+		if err := promote(op, h.Lock, ts); err != nil {
 			return err
 		}
 	}
-	s.unregister = true
+	op.Unregistered = true
 	return repo.ClientDelete(tx, victim)
 }

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"math"
 	"strconv"
 
@@ -10,7 +9,7 @@ import (
 )
 
 // Answers that say why (docs/api.md, "Answers that say why"), with
-// Options.Explain: a grant's predecessors, a victim's abort kept for its
+// Config.Explain: a grant's predecessors, a victim's abort kept for its
 // status, and a waiter's estimated wait. The deadlock cycle of an acquire's
 // answer is known in memory (deadlock.go) and needs no option.
 
@@ -25,96 +24,78 @@ const (
 	abortPruneBatch = 256
 )
 
-// Explains reports whether the service was opened with Options.Explain.
-func (s *Service) Explains() bool { return s.explain }
-
 // explainGrants fills in the predecessors of the grants among the events the
 // current operation added since it last looked, once the operation's
 // history rows are written: a hand-over during retire writes its lapsed
 // rows only after settling every lock.
-func (s *Service) explainGrants(tx *repo.Tx) error {
-	if !s.explain {
+func explainGrants(op *Op) error {
+	if !op.Config.Explain {
 		return nil
 	}
-	for i := s.explained; i < len(s.events); i++ {
-		e := &s.events[i]
-		if e.Kind != EventGranted {
+	for i := op.explained; i < len(op.Events); i++ {
+		e := &op.Events[i]
+		if e.Kind != lk.EventGrant {
 			continue
 		}
 		// A reader granted with the one before it has its predecessors
 		// (repo.GrantPredecessors): a crowd granted together reads them once.
 		if i > 0 {
-			if p := s.events[i-1]; p.Kind == EventGranted && p.Lock == e.Lock && p.Token == e.Token-1 &&
+			if p := op.Events[i-1]; p.Kind == lk.EventGrant && p.Lock == e.Lock && p.Token == e.Token-1 &&
 				p.Mode == lk.Shared && e.Mode == lk.Shared && p.At == e.At {
 				e.Predecessors = p.Predecessors
 				continue
 			}
 		}
-		ps, err := repo.GrantPredecessors(tx, e.Lock, e.Token, e.At, e.Mode, maxPredecessors)
+		ps, err := repo.GrantPredecessors(op.Tx, e.Lock, e.Token, e.At, e.Mode, maxPredecessors)
 		if err != nil {
 			return err
 		}
 		e.Predecessors = ps
 	}
-	s.explained = len(s.events)
+	op.explained = len(op.Events)
 	return nil
 }
 
 // grantedTo returns the predecessors of the grant of lock to client among
 // the current operation's events.
-func (s *Service) grantedTo(client, lock string) []lk.Predecessor {
-	for i := len(s.events) - 1; i >= 0; i-- {
-		e := s.events[i]
-		if e.Kind == EventGranted && e.Client == client && e.Lock == lock {
+func grantedTo(op *Op, client, lock string) []lk.Predecessor {
+	for i := len(op.Events) - 1; i >= 0; i-- {
+		e := op.Events[i]
+		if e.Kind == lk.EventGrant && e.Client == client && e.Lock == lock {
 			return e.Predecessors
 		}
 	}
 	return nil
 }
 
-// Predecessors returns the predecessors of lock's grant of token, read at
-// ts (nil without Options.Explain): for a blocked acquire told of its grant
-// by another server, whose notification does not carry them.
-func (s *Service) Predecessors(ctx context.Context, ts int64, lock string, token int64) ([]lk.Predecessor, error) {
-	if !s.explain {
+// Predecessors returns the predecessors of lock's grant of token (nil
+// without Config.Explain): for a blocked acquire told of its grant by
+// another server, whose notification does not carry them. The grant's
+// commit holds them, so a read apart sees them.
+func Predecessors(op *Op, lock string, token int64) ([]lk.Predecessor, error) {
+	if !op.Config.Explain {
 		return nil, nil
 	}
-	var out []lk.Predecessor
-	read := func(tx *repo.Tx) error {
-		g, found, err := repo.GrantGet(tx, lock, token)
-		if err != nil || !found {
-			return err
-		}
-		out, err = repo.GrantPredecessors(tx, lock, token, g.GrantedAt, g.Mode, maxPredecessors)
-		return err
+	g, found, err := repo.GrantGet(op.Tx, lock, token)
+	if err != nil || !found {
+		return nil, err
 	}
-	if s.db.CanReadApart() {
-		return out, s.db.Read(ctx, read)
-	}
-	return out, s.withTx(ctx, ts, read)
+	return repo.GrantPredecessors(op.Tx, lock, token, g.GrantedAt, g.Mode, maxPredecessors)
 }
 
 // LastAbort returns client's last abort while it is unregistered (nil
-// without Options.Explain, once it registered again, or when history no
+// without Config.Explain, once it registered again, or when history no
 // longer keeps it): for a blocked acquire that learns of its abort by
 // reading the state, or from another server.
-func (s *Service) LastAbort(ctx context.Context, ts int64, client string) (*lk.Abort, error) {
-	if !s.explain {
+func LastAbort(op *Op, client string) (*lk.Abort, error) {
+	if !op.Config.Explain {
 		return nil, nil
 	}
-	var out *lk.Abort
-	read := func(tx *repo.Tx) error {
-		registered, err := repo.ClientRegistered(tx, client)
-		if err != nil || registered {
-			return err
-		}
-		out, err = lastAbort(tx, client)
-		return err
+	registered, err := repo.ClientRegistered(op.Tx, client)
+	if err != nil || registered {
+		return nil, err
 	}
-	if s.db.CanReadApart() {
-		return out, s.db.Read(ctx, read)
-	}
-	return out, s.withTx(ctx, ts, read)
+	return lastAbort(op.Tx, client)
 }
 
 func lastAbort(tx *repo.Tx, client string) (*lk.Abort, error) {
@@ -126,31 +107,32 @@ func lastAbort(tx *repo.Tx, client string) (*lk.Abort, error) {
 }
 
 // recordAbort keeps a victim's abort for its status (docs/api.md).
-func (s *Service) recordAbort(tx *repo.Tx, requester, lock string, ts int64, ab lk.Abort) error {
-	if !s.explain {
+func recordAbort(op *Op, requester, lock string, ab lk.Abort) error {
+	if !op.Config.Explain {
 		return nil
 	}
-	return repo.AbortInsert(tx, repo.AbortRow{Client: *ab.Victim, Age: ab.Age, AbortedAt: ts,
+	return repo.AbortInsert(op.Tx, repo.AbortRow{Client: *ab.Victim, Age: ab.Age, AbortedAt: op.Now,
 		Requester: requester, Lock: lock, Cycle: ab.Cycle})
 }
 
 // pruneAborts deletes a batch of the aborts older than before, and reports
 // whether the batch was full.
-func (s *Service) pruneAborts(tx *repo.Tx, before int64) (full bool, err error) {
-	if !s.explain {
+func pruneAborts(op *Op, before int64) (full bool, err error) {
+	if !op.Config.Explain {
 		return false, nil
 	}
-	n, err := repo.AbortsPruneBefore(tx, before, abortPruneBatch)
+	n, err := repo.AbortsPruneBefore(op.Tx, before, abortPruneBatch)
 	return n == abortPruneBatch, err
 }
 
 // abortedMessage is the message of a renew by client of its lease on lock
 // that it lost as a deadlock victim, "" when it did not (or history no
 // longer tells): the error code stays not_holder.
-func (s *Service) abortedMessage(tx *repo.Tx, client, lock string) (string, error) {
-	if !s.explain {
+func abortedMessage(op *Op, client, lock string) (string, error) {
+	if !op.Config.Explain {
 		return "", nil
 	}
+	tx := op.Tx
 	registered, err := repo.ClientRegistered(tx, client)
 	if err != nil || registered {
 		return "", err
@@ -169,10 +151,11 @@ func (s *Service) abortedMessage(tx *repo.Tx, client, lock string) (string, erro
 
 // explainStatus adds to a status answer the client's last abort, while it is
 // unregistered, and the estimated wait of the lock it waits for.
-func (s *Service) explainStatus(tx *repo.Tx, ts int64, out *lk.StatusResult) error {
-	if !s.explain {
+func explainStatus(op *Op, out *lk.StatusResult) error {
+	if !op.Config.Explain {
 		return nil
 	}
+	tx := op.Tx
 	if out.Age == 0 {
 		var err error
 		out.Aborted, err = lastAbort(tx, out.Client)
@@ -185,7 +168,7 @@ func (s *Service) explainStatus(tx *repo.Tx, ts int64, out *lk.StatusResult) err
 	if err != nil || len(modes) == 0 {
 		return err
 	}
-	waits, err := s.estimateWaits(tx, out.Waiting.Lock, ts, modes)
+	waits, err := estimateWaits(tx, out.Waiting.Lock, op.Now, modes)
 	if err != nil || waits == nil {
 		return err
 	}
@@ -194,15 +177,15 @@ func (s *Service) explainStatus(tx *repo.Tx, ts int64, out *lk.StatusResult) err
 }
 
 // queuedEstimate is the estimated wait of client, just queued.
-func (s *Service) queuedEstimate(tx *repo.Tx, ts int64, client, lock string) (*float64, error) {
-	if !s.explain {
+func queuedEstimate(op *Op, client, lock string) (*float64, error) {
+	if !op.Config.Explain {
 		return nil, nil
 	}
-	modes, err := repo.QueueModesThrough(tx, client)
+	modes, err := repo.QueueModesThrough(op.Tx, client)
 	if err != nil || len(modes) == 0 {
 		return nil, err
 	}
-	waits, err := s.estimateWaits(tx, lock, ts, modes)
+	waits, err := estimateWaits(op.Tx, lock, op.Now, modes)
 	if err != nil || waits == nil {
 		return nil, err
 	}
@@ -210,15 +193,15 @@ func (s *Service) queuedEstimate(tx *repo.Tx, ts int64, client, lock string) (*f
 }
 
 // explainQueue adds the estimated waits to an inspect answer.
-func (s *Service) explainQueue(tx *repo.Tx, ts int64, in *lk.InspectResult) error {
-	if !s.explain || len(in.Queue) == 0 {
+func explainQueue(op *Op, in *lk.InspectResult) error {
+	if !op.Config.Explain || len(in.Queue) == 0 {
 		return nil
 	}
 	modes := make([]lk.Mode, len(in.Queue))
 	for i, w := range in.Queue {
 		modes[i] = w.Mode
 	}
-	waits, err := s.estimateWaits(tx, in.Lock, ts, modes)
+	waits, err := estimateWaits(op.Tx, in.Lock, op.Now, modes)
 	if err != nil || waits == nil {
 		return err
 	}
@@ -238,7 +221,7 @@ func (s *Service) explainQueue(tx *repo.Tx, ts int64, in *lk.InspectResult) erro
 //     hold, or at its expiry if that comes first (now, if both are past);
 //   - then the queue is served in turns: an exclusive entry is a turn, a
 //     run of consecutive shared entries is one turn, each a mean hold long.
-func (s *Service) estimateWaits(tx *repo.Tx, lock string, now int64, modes []lk.Mode) ([]*float64, error) {
+func estimateWaits(tx *repo.Tx, lock string, now int64, modes []lk.Mode) ([]*float64, error) {
 	holds, err := repo.GrantHoldTimes(tx, lock, holdSample)
 	if err != nil || len(holds) == 0 {
 		return nil, err

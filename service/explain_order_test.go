@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -32,10 +33,12 @@ func TestPredecessorsWithinASecond(t *testing.T) {
 			d.advance(5)
 			want("lapse: rwr1", d.granted("rwr1", "RW"), "rww/1 exclusive lapsed@2")
 			want("lapse: rwr2", d.granted("rwr2", "RW"), "rww/1 exclusive lapsed@2")
-			w, err := d.svc.WaitState(ctx, 6, "rwr2", "RW")
+			w, err := engine.Do(d.svc, ctx, 6, "RW", func(op *service.Op, lock string) (service.WaitState, error) { return service.Wait(op, "rwr2", lock) })
 			d.ok("wait state", nil, err)
 			want("lapse: rwr2's wait state", w.Predecessors, "rww/1 exclusive lapsed@2")
-			ps, err := d.svc.Predecessors(ctx, 6, "RW", 3)
+			ps, err := engine.Do(d.svc, ctx, 6, 3, func(op *service.Op, token int64) ([]lk.Predecessor, error) {
+				return service.Predecessors(op, "RW", token)
+			})
 			d.ok("predecessors", nil, err)
 			want("lapse: rwr2 read later", ps, "rww/1 exclusive lapsed@2")
 			// A reader joining them later waited for nobody.
@@ -53,7 +56,7 @@ func TestPredecessorsWithinASecond(t *testing.T) {
 			d.acquire(11, "v", "RV", 100, lk.Exclusive)
 			d.acquire(11, "v1", "RV", 100, lk.Shared)
 			d.acquire(11, "v2", "RV", 100, lk.Shared)
-			_, err = d.svc.Revoke(ctx, 11, lk.RevokeRequest{Client: "v", Lock: "RV"})
+			_, err = engine.Do(d.svc, ctx, 11, lk.RevokeRequest{Client: "v", Lock: "RV"}, service.Revoke)
 			d.ok("revoke", nil, err)
 			want("revoke: v2", d.granted("v2", "RV"), "v/1 exclusive revoked@11")
 
@@ -100,7 +103,7 @@ func TestSelfAbortNamesItsLock(t *testing.T) {
 	d.mu.Lock()
 	var ab *service.Event
 	for i, e := range d.events {
-		if e.Kind == service.EventAborted {
+		if e.Kind == lk.EventDeadlockAbort {
 			ab = &d.events[i]
 		}
 	}
@@ -112,7 +115,7 @@ func TestSelfAbortNamesItsLock(t *testing.T) {
 		t.Errorf("abort event: client %q lock %q mode %q position %d, want b X shared 0",
 			ab.Client, ab.Lock, ab.Mode, ab.Position)
 	}
-	w, err := d.svc.WaitState(context.Background(), 4, "b", "X")
+	w, err := engine.Do(d.svc, context.Background(), 4, "X", func(op *service.Op, lock string) (service.WaitState, error) { return service.Wait(op, "b", lock) })
 	d.ok("wait state", nil, err)
 	if w.Aborted == nil {
 		t.Fatal("no abort kept for b")

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
+	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -19,9 +21,9 @@ type explainDriver struct {
 	events []service.Event
 }
 
-func openExplain(t *testing.T, path string, opts service.Options) *explainDriver {
+func openExplain(t *testing.T, path string, opts service.Config) *explainDriver {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, opts)
+	svc, err := engine.OpenDirect(context.Background(), path, repo.Options{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func (d *explainDriver) granted(client, lock string) []lk.Predecessor {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, e := range d.events {
-		if e.Kind == service.EventGranted && e.Client == client && e.Lock == lock {
+		if e.Kind == lk.EventGrant && e.Client == client && e.Lock == lock {
 			return e.Predecessors
 		}
 	}
@@ -81,7 +83,7 @@ func itoa(n int64) string {
 }
 
 func explainOn(t *testing.T, path string) *explainDriver {
-	return openExplain(t, path, service.Options{Explain: true})
+	return openExplain(t, path, service.Config{Explain: true})
 }
 
 // TestPredecessors: which leases a grant names, on the spot and from the
@@ -111,10 +113,12 @@ func TestPredecessors(t *testing.T) {
 			d.acquire(11, "c", "L", 100, lk.Exclusive)
 			d.release(12, "b", "L")
 			want("from the queue", d.granted("c", "L"), "b/2 exclusive released@12")
-			w, err := d.svc.WaitState(ctx, 13, "c", "L")
+			w, err := engine.Do(d.svc, ctx, 13, "L", func(op *service.Op, lock string) (service.WaitState, error) { return service.Wait(op, "c", lock) })
 			d.ok("wait state", nil, err)
 			want("wait state", w.Predecessors, "b/2 exclusive released@12")
-			ps, err := d.svc.Predecessors(ctx, 13, "L", 3)
+			ps, err := engine.Do(d.svc, ctx, 13, 3, func(op *service.Op, token int64) ([]lk.Predecessor, error) {
+				return service.Predecessors(op, "L", token)
+			})
 			d.ok("predecessors", nil, err)
 			want("read later", ps, "b/2 exclusive released@12")
 
@@ -155,7 +159,9 @@ func TestPredecessors(t *testing.T) {
 			r = d.acquire(203, "n3", "N", 100, lk.Shared)
 			want("a reader joining a reader, after another left", r.Predecessors, "")
 			d.release(210, "n1", "N")
-			ps, err = d.svc.Predecessors(ctx, 211, "N", 3)
+			ps, err = engine.Do(d.svc, ctx, 211, 3, func(op *service.Op, token int64) ([]lk.Predecessor, error) {
+				return service.Predecessors(op, "N", token)
+			})
 			d.ok("predecessors", nil, err)
 			want("a reader joining a reader, read later", ps, "")
 		})
@@ -165,7 +171,7 @@ func TestPredecessors(t *testing.T) {
 // TestPredecessorsOff: without Options.Explain (leasekeeper run), grants
 // carry none.
 func TestPredecessorsOff(t *testing.T) {
-	d := openExplain(t, historyBackends[0].path(t), service.Options{})
+	d := openExplain(t, historyBackends[0].path(t), service.Config{})
 	d.acquire(0, "a", "L", 5, lk.Exclusive)
 	if r := d.acquire(10, "b", "L", 5, lk.Exclusive); r.Predecessors != nil {
 		t.Errorf("predecessors without Explain: %+v", r.Predecessors)
@@ -218,7 +224,7 @@ func TestAbortsExplained(t *testing.T) {
 				t.Errorf("status: aborted %s, want %s", got, want)
 			}
 			if b.read {
-				st, err := d.svc.ReadStatus(ctx, 4, lk.StatusRequest{Client: "b"})
+				st, err := engine.Apart(d.svc, ctx, 4, lk.StatusRequest{Client: "b"}, service.Status)
 				d.ok("read status", nil, err)
 				if got := abortLine(st.Aborted); got != want {
 					t.Errorf("read status: aborted %s, want %s", got, want)
@@ -260,7 +266,7 @@ func TestAbortsExplained(t *testing.T) {
 			if got := preds(r.Predecessors); got != "e/1 exclusive aborted@13" {
 				t.Errorf("c's grant of Q: predecessors %q", got)
 			}
-			w, err := d.svc.WaitState(ctx, 14, "e", "P")
+			w, err := engine.Do(d.svc, ctx, 14, "P", func(op *service.Op, lock string) (service.WaitState, error) { return service.Wait(op, "e", lock) })
 			d.ok("wait state", nil, err)
 			if w.Registered || abortLine(w.Aborted) != "e(5) [c(4)->Q e(5)->P]" {
 				t.Errorf("wait state of the victim: %+v, %s", w, abortLine(w.Aborted))
@@ -272,7 +278,7 @@ func TestAbortsExplained(t *testing.T) {
 // TestAbortsPruned: an abort goes with the history's days.
 func TestAbortsPruned(t *testing.T) {
 	ctx := context.Background()
-	d := openExplain(t, historyBackends[0].path(t), service.Options{Explain: true,
+	d := openExplain(t, historyBackends[0].path(t), service.Config{Explain: true,
 		History: service.HistoryRetention{Days: 1}})
 	d.acquire(0, "a", "X", 100, lk.Exclusive)
 	d.acquire(1, "b", "Y", 100, lk.Exclusive)
@@ -341,7 +347,7 @@ func TestEstimatedWait(t *testing.T) {
 			if st.Waiting == nil || st.Waiting.EstimatedWait == nil || *st.Waiting.EstimatedWait != 24 {
 				t.Errorf("status: waiting %+v", st.Waiting)
 			}
-			w, err := d.svc.WaitState(ctx, 106, "f", "L")
+			w, err := engine.Do(d.svc, ctx, 106, "L", func(op *service.Op, lock string) (service.WaitState, error) { return service.Wait(op, "f", lock) })
 			d.ok("wait state", nil, err)
 			if w.EstimatedWait == nil || *w.EstimatedWait != 39 {
 				t.Errorf("wait state: estimate %v", w.EstimatedWait)

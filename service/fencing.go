@@ -1,14 +1,13 @@
 package service
 
 import (
-	"context"
 	"fmt"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
 
-// Strict fencing (Options.StrictFencing) binds the fenced store's writes to
+// Strict fencing (Config.StrictFencing) binds the fenced store's writes to
 // grants. L6 alone accepts any token at least the highest accepted, so one
 // write with a huge token, never granted, fences a lock for good: no holder's
 // token reaches it again. Strict fencing refuses a token above the lock's
@@ -18,7 +17,7 @@ import (
 // granted returns, as refused, an *lk.Error of lk.CodeTokenNotGranted when
 // req's token was never issued for its lock, or, when mayActAs is not nil,
 // was not granted to a client id it accepts; nil when the write may go on.
-func (s *Service) granted(tx *repo.Tx, req lk.WriteRequest, mayActAs func(string) bool) (refused, err error) {
+func granted(tx *repo.Tx, req lk.WriteRequest, mayActAs func(string) bool) (refused, err error) {
 	last, err := repo.LockLastToken(tx, req.Lock)
 	if err != nil {
 		return nil, err
@@ -52,34 +51,27 @@ func (s *Service) granted(tx *repo.Tx, req lk.WriteRequest, mayActAs func(string
 
 // Unfence sets the fenced store's fence for a lock back to the lock's last
 // issued token, when it is above it, so that the lock's holders can write
-// again; an EventUnfenced reports it. A fence at or below the last issued
+// again; an lk.EventUnfence reports it. A fence at or below the last issued
 // token is left as it is: lowering it would let a holder's stale token
 // through.
-func (s *Service) Unfence(ctx context.Context, ts int64, req lk.UnfenceRequest) (lk.UnfenceResult, error) {
-	var out lk.UnfenceResult
-	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := req.Validate(); err != nil {
-			return err
-		}
-		highest, _, err := repo.StoreFenceGet(tx, req.Lock)
-		if err != nil {
-			return err
-		}
-		last, err := repo.LockLastToken(tx, req.Lock)
-		if err != nil {
-			return err
-		}
-		out = lk.UnfenceResult{Outcome: lk.OK, Was: highest, Highest: highest}
-		lowered, err := repo.StoreFenceLower(tx, req.Lock, last)
-		if err != nil || !lowered {
-			return err
-		}
-		out.Highest = last
-		s.events = append(s.events, Event{Kind: EventUnfenced, Lock: req.Lock, At: ts, Token: last, Highest: highest, By: req.By})
-		return nil
-	})
+func Unfence(op *Op, req lk.UnfenceRequest) (lk.UnfenceResult, error) {
+	if err := req.Validate(); err != nil {
+		return lk.UnfenceResult{}, err
+	}
+	highest, _, err := repo.StoreFenceGet(op.Tx, req.Lock)
 	if err != nil {
 		return lk.UnfenceResult{}, err
 	}
+	last, err := repo.LockLastToken(op.Tx, req.Lock)
+	if err != nil {
+		return lk.UnfenceResult{}, err
+	}
+	out := lk.UnfenceResult{Outcome: lk.OK, Was: highest, Highest: highest}
+	lowered, err := repo.StoreFenceLower(op.Tx, req.Lock, last)
+	if err != nil || !lowered {
+		return out, err
+	}
+	out.Highest = last
+	op.emit(Event{Kind: lk.EventUnfence, Lock: req.Lock, At: op.Now, Token: last, Highest: highest, By: req.By})
 	return out, nil
 }

@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
+	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -28,17 +30,17 @@ var fencingBackends = []struct {
 // failing the test on anything but a result.
 type store struct {
 	t   *testing.T
-	svc *service.Service
+	svc *engine.Direct
 }
 
 func openStore(t *testing.T, path string, strict bool) *store {
 	t.Helper()
-	return openStoreWith(t, path, service.Options{StrictFencing: strict})
+	return openStoreWith(t, path, service.Config{StrictFencing: strict})
 }
 
-func openStoreWith(t *testing.T, path string, opts service.Options) *store {
+func openStoreWith(t *testing.T, path string, opts service.Config) *store {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, opts)
+	svc, err := engine.OpenDirect(context.Background(), path, repo.Options{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func (s *store) release(client, lock string) {
 // write returns the write's refusal, nil when it was accepted.
 func (s *store) write(lock, key, value string, token int64, mayActAs func(string) bool) error {
 	s.t.Helper()
-	_, err := s.svc.WriteAs(context.Background(), 0, lk.WriteRequest{Lock: lock, Key: key, Value: value, Token: token}, mayActAs)
+	_, err := engine.Do(s.svc, context.Background(), 0, lk.WriteRequest{Lock: lock, Key: key, Value: value, Token: token}, func(op *service.Op, q lk.WriteRequest) (lk.WriteResult, error) { return service.Write(op, q, mayActAs) })
 	if err != nil && !errors.Is(err, lk.ErrTokenNotGranted) && !errors.Is(err, lk.ErrStaleToken) {
 		s.t.Fatalf("write %s/%s with %d: %v", lock, key, token, err)
 	}
@@ -202,11 +204,11 @@ func TestUnfence(t *testing.T) {
 			notGranted(t, s.write("L", "k", "forged", math.MaxInt64, nil), "never granted")
 
 			events = nil
-			res, err := s.svc.Unfence(ctx, 0, lk.UnfenceRequest{Lock: "L", By: "ops"})
+			res, err := engine.Do(s.svc, ctx, 0, lk.UnfenceRequest{Lock: "L", By: "ops"}, service.Unfence)
 			if err != nil || res != (lk.UnfenceResult{Outcome: lk.OK, Was: math.MaxInt64, Highest: tok}) {
 				t.Fatalf("unfence: %+v %v", res, err)
 			}
-			want := service.Event{Kind: service.EventUnfenced, Lock: "L", Token: tok, Highest: math.MaxInt64, By: "ops"}
+			want := service.Event{Kind: lk.EventUnfence, Lock: "L", Token: tok, Highest: math.MaxInt64, By: "ops"}
 			if len(events) != 1 || events[0].Kind != want.Kind || events[0].Lock != want.Lock ||
 				events[0].Token != want.Token || events[0].Highest != want.Highest || events[0].By != want.By {
 				t.Errorf("events of the unfence: %+v, want one %+v", events, want)
@@ -224,7 +226,7 @@ func TestUnfence(t *testing.T) {
 			events = nil
 			s.release("a", "L")
 			tok2 := s.acquire("b", "L")
-			if res, err := s.svc.Unfence(ctx, 0, lk.UnfenceRequest{Lock: "L"}); err != nil || res != (lk.UnfenceResult{Outcome: lk.OK, Was: tok, Highest: tok}) {
+			if res, err := engine.Do(s.svc, ctx, 0, lk.UnfenceRequest{Lock: "L"}, service.Unfence); err != nil || res != (lk.UnfenceResult{Outcome: lk.OK, Was: tok, Highest: tok}) {
 				t.Errorf("unfence of a fence below the last issued token: %+v %v", res, err)
 			}
 			if err := s.write("L", "k", "a late", tok, nil); err != nil {
@@ -233,21 +235,21 @@ func TestUnfence(t *testing.T) {
 			if err := s.write("L", "k", "b", tok2, nil); err != nil {
 				t.Fatal(err)
 			}
-			if res, err := s.svc.Unfence(ctx, 0, lk.UnfenceRequest{Lock: "L"}); err != nil || res != (lk.UnfenceResult{Outcome: lk.OK, Was: tok2, Highest: tok2}) {
+			if res, err := engine.Do(s.svc, ctx, 0, lk.UnfenceRequest{Lock: "L"}, service.Unfence); err != nil || res != (lk.UnfenceResult{Outcome: lk.OK, Was: tok2, Highest: tok2}) {
 				t.Errorf("unfence of a sound lock: %+v %v", res, err)
 			}
 			if err := s.write("L", "k", "late", tok, nil); !errors.Is(err, lk.ErrStaleToken) {
 				t.Errorf("a's late write after a no-op unfence: %v, want stale_token", err)
 			}
-			if res, err := s.svc.Unfence(ctx, 0, lk.UnfenceRequest{Lock: "unwritten"}); err != nil || res != (lk.UnfenceResult{Outcome: lk.OK}) {
+			if res, err := engine.Do(s.svc, ctx, 0, lk.UnfenceRequest{Lock: "unwritten"}, service.Unfence); err != nil || res != (lk.UnfenceResult{Outcome: lk.OK}) {
 				t.Errorf("unfence of a lock never written: %+v %v", res, err)
 			}
 			for _, e := range events {
-				if e.Kind == service.EventUnfenced {
+				if e.Kind == lk.EventUnfence {
 					t.Errorf("an unfence that changed nothing reported %+v", e)
 				}
 			}
-			if _, err := s.svc.Unfence(ctx, 0, lk.UnfenceRequest{}); !errors.Is(err, lk.ErrInvalidArguments) {
+			if _, err := engine.Do(s.svc, ctx, 0, lk.UnfenceRequest{}, service.Unfence); !errors.Is(err, lk.ErrInvalidArguments) {
 				t.Errorf("unfence without a lock: %v", err)
 			}
 		})
@@ -291,7 +293,7 @@ func TestWriteWithinClientIDs(t *testing.T) {
 			// History keeping one token per lock: etl-1's row goes with the
 			// next grant, and its token with it, though the fence (at 1)
 			// would still take it.
-			s = openStoreWith(t, b.path(t), service.Options{StrictFencing: true, History: service.HistoryRetention{Keep: 1}})
+			s = openStoreWith(t, b.path(t), service.Config{StrictFencing: true, History: service.HistoryRetention{Keep: 1}})
 			old := s.acquire("etl-1", "P")
 			s.release("etl-1", "P")
 			if err := s.write("P", "k", "before", old, etl); err != nil {

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"math"
 	"strconv"
 
@@ -11,8 +10,8 @@ import (
 
 // The grant history: the grants table, one row per token granted, which
 // the rules write as they grant and end leases (acquire.go, lapse.go,
-// lease.go, deadlock.go; SQL in repo/grants.go), and History, which reads
-// it.
+// release.go, handover.go, deadlock.go; SQL in repo/grants.go), and
+// History, which reads it.
 
 // HistoryRetention bounds the grant history. A live lease's row is never
 // pruned.
@@ -54,55 +53,53 @@ const (
 )
 
 // pruneHistory deletes a batch of rows that ended more than Days before ts,
-// when it is time to look (historyPruneAt). A full batch means there may be
+// when it is time to look (State.PruneAt). A full batch means there may be
 // more: the next operation looks again. It costs an operation nothing
 // between looks; the server's lapse timer and every request make the
 // operations.
-func (s *Service) pruneHistory(tx *repo.Tx, ts int64) error {
-	if ts < s.historyPruneAt {
+func pruneHistory(op *Op) error {
+	ts, days := op.Now, op.Config.History.days()
+	if ts < op.State.PruneAt {
 		return nil
 	}
-	before := ts - s.history.days()*86400
-	if ts < math.MinInt64+s.history.days()*86400 {
+	before := ts - days*86400
+	if ts < math.MinInt64+days*86400 {
 		before = math.MinInt64
 	}
-	n, err := repo.GrantsPruneEndedBefore(tx, before, historyPruneBatch)
+	n, err := repo.GrantsPruneEndedBefore(op.Tx, before, historyPruneBatch)
 	if err != nil {
 		return err
 	}
-	moreAborts, err := s.pruneAborts(tx, before) // explain.go: kept as long
+	moreAborts, err := pruneAborts(op, before) // explain.go: kept as long
 	if err != nil {
 		return err
 	}
-	s.historyPruneAt = ts
+	op.State.PruneAt = ts
 	if n < historyPruneBatch && !moreAborts {
-		s.historyPruneAt = lk.AddTime(ts, historyPruneEvery)
+		op.State.PruneAt = lk.AddTime(ts, historyPruneEvery)
 	}
 	return nil
 }
 
 // History returns a page of the grant history of req.Lock or req.Client,
-// newest first, at ts: the leases that lapsed by ts have ended.
-func (s *Service) History(ctx context.Context, ts int64, req lk.HistoryRequest) (lk.HistoryResult, error) {
-	return readInTx(s, ctx, ts, req.Validate, func(tx *repo.Tx) (lk.HistoryResult, error) { return historyPage(tx, req) })
-}
-
-// ReadHistory is History read apart (read.go). A row of a lease that ended
-// by ts but is not retired yet would still show it live, and its
-// retirement may grant its lock to a waiter: then it answers ErrNeedsTx.
-func (s *Service) ReadHistory(ctx context.Context, ts int64, req lk.HistoryRequest) (lk.HistoryResult, error) {
-	return readApart(s, ctx, req.Validate, func(tx *repo.Tx) (lk.HistoryResult, error) {
-		out, err := historyPage(tx, req)
-		if err != nil {
-			return out, err
+// newest first, at op.Now: the leases that lapsed by then have ended. Read
+// apart, a row of a lease that ended by op.Now but is not retired yet would
+// still show it live, and its retirement may grant its lock to a waiter:
+// the answer is then ErrNeedsTx.
+func History(op *Op, req lk.HistoryRequest) (lk.HistoryResult, error) {
+	if err := req.Validate(); err != nil {
+		return lk.HistoryResult{}, err
+	}
+	out, err := historyPage(op.Tx, req)
+	if err != nil {
+		return out, err
+	}
+	for _, g := range out.Grants {
+		if g.Ended == nil && g.ExpiresAt <= op.Now {
+			return out, ErrNeedsTx
 		}
-		for _, g := range out.Grants {
-			if g.Ended == nil && g.ExpiresAt <= ts {
-				return out, ErrNeedsTx
-			}
-		}
-		return out, nil
-	})
+	}
+	return out, nil
 }
 
 func historyPage(tx *repo.Tx, req lk.HistoryRequest) (lk.HistoryResult, error) {

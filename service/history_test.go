@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -26,9 +27,9 @@ var historyBackends = []struct {
 	{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }, true},
 }
 
-func openWithHistory(t *testing.T, path string, h service.HistoryRetention) *service.Service {
+func openWithHistory(t *testing.T, path string, h service.HistoryRetention) *engine.Direct {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, service.Options{History: h})
+	svc, err := engine.OpenDirect(context.Background(), path, repo.Options{}, service.Config{History: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func grantLines(gs []lk.GrantRecord) string {
 
 type historyDriver struct {
 	t   *testing.T
-	svc *service.Service
+	svc *engine.Direct
 }
 
 func (d historyDriver) acquire(ts int64, client, lock string, ttl int64, mode lk.Mode) lk.AcquireResult {
@@ -90,12 +91,12 @@ func (d historyDriver) history(ts int64, req lk.HistoryRequest, limit int, readA
 		if pages > 100 {
 			d.t.Fatal("history pages never end")
 		}
-		res, err := d.svc.History(ctx, ts, req)
+		res, err := engine.Do(d.svc, ctx, ts, req, service.History)
 		if err != nil {
 			d.t.Fatalf("history %+v: %v", req, err)
 		}
 		if readApart {
-			apart, err := d.svc.ReadHistory(ctx, ts, req)
+			apart, err := engine.Apart(d.svc, ctx, ts, req, service.History)
 			if err != nil {
 				d.t.Fatalf("read history apart %+v: %v", req, err)
 			}
@@ -142,7 +143,7 @@ func TestHistoryEndings(t *testing.T) {
 			rel, err := d.svc.Release(ctx, 61, lk.ReleaseRequest{Client: "a", Lock: "L2"})
 			d.ok("release", rel, err)
 			d.acquire(62, "d", "L3", 100, lk.Exclusive)
-			rev, err := d.svc.Revoke(ctx, 63, lk.RevokeRequest{Client: "d", Lock: "L3"})
+			rev, err := engine.Do(d.svc, ctx, 63, lk.RevokeRequest{Client: "d", Lock: "L3"}, service.Revoke)
 			d.ok("revoke", rev, err)
 
 			// e holds X, f holds Y; e waits for Y; f asking for X closes the
@@ -187,7 +188,7 @@ func TestHistoryEndings(t *testing.T) {
 func TestHistoryReadApartWaitsForLapse(t *testing.T) {
 	d := historyDriver{t, openWithHistory(t, filepath.Join(t.TempDir(), "h.db"), service.HistoryRetention{})}
 	d.acquire(0, "a", "L", 10, lk.Exclusive)
-	_, err := d.svc.ReadHistory(context.Background(), 10, lk.HistoryRequest{Lock: "L", Limit: 10})
+	_, err := engine.Apart(d.svc, context.Background(), 10, lk.HistoryRequest{Lock: "L", Limit: 10}, service.History)
 	if !errors.Is(err, service.ErrNeedsTx) {
 		t.Fatalf("read apart at the expiry = %v, want ErrNeedsTx", err)
 	}
@@ -248,7 +249,7 @@ func TestHistoryDays(t *testing.T) {
 			for ts := int64(1); ts < 86400; ts += 50000 {
 				_, err := d.svc.Renew(ctx, ts, lk.RenewRequest{Client: "live", Lock: "Z", TTL: lk.MaxTTL})
 				d.ok("renew", nil, err)
-				res, err := d.svc.History(ctx, ts, lk.HistoryRequest{Lock: "L000", Limit: 1})
+				res, err := engine.Do(d.svc, ctx, ts, lk.HistoryRequest{Lock: "L000", Limit: 1}, service.History)
 				d.ok("history", nil, err)
 				if len(res.Grants) != 1 {
 					t.Fatalf("at %d, less than a day after it ended, the row of L000 is gone", ts)
@@ -320,10 +321,10 @@ func TestHistoryPruneCostIndependentOfLiveHolders(t *testing.T) {
 		}
 		var pages int64
 		for i := 0; i < 10; i++ {
-			before, err := service.PagesRead(svc)
+			before, err := svc.PagesRead()
 			d.ok("pages", nil, err)
 			d.acquire(1, "x", "S", 100, lk.Shared)
-			after, err := service.PagesRead(svc)
+			after, err := svc.PagesRead()
 			d.ok("pages", nil, err)
 			pages = after - before
 			_, err = svc.Release(ctx, 1, lk.ReleaseRequest{Client: "x", Lock: "S"})

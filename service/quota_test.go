@@ -10,15 +10,16 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
-func openWithQuota(t *testing.T, path string, q service.StoreQuota) *service.Service {
+func openWithQuota(t *testing.T, path string, q service.StoreQuota) *engine.Direct {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, service.Options{StoreQuota: q})
+	svc, err := engine.OpenDirect(context.Background(), path, repo.Options{}, service.Config{Quota: q})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestStoreQuotaLowered(t *testing.T) {
 	for _, b := range quotaBackends[1:] {
 		t.Run(b.name, func(t *testing.T) {
 			path := b.path(t)
-			svc, err := service.Open(ctx, path, service.Options{})
+			svc, err := engine.OpenDirect(ctx, path, repo.Options{}, service.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +172,7 @@ func TestStoreQuotaLowered(t *testing.T) {
 // `leasekeeper run` opens it takes writes far beyond the server's default
 // keys and bytes.
 func TestReplayHasNoQuota(t *testing.T) {
-	svc := testutil.OpenService(t, repo.MemoryPath)
+	svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 	n := service.DefaultStoreMaxKeys + 100 // of 4 KiB each: over the default bytes too
 	if n*(4<<10) <= service.DefaultStoreMaxBytes {
 		t.Fatal("the writes below stay within the default bytes")

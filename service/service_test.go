@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -19,7 +20,7 @@ import (
 func TestAgesSurviveReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ages.db")
-	svc := testutil.OpenService(t, path)
+	svc := testutil.OpenDirect(t, path, service.Config{})
 	must := func(r lk.AcquireResult, err error) lk.AcquireResult {
 		t.Helper()
 		if err != nil {
@@ -41,7 +42,7 @@ func TestAgesSurviveReopen(t *testing.T) {
 	}
 	svc.Close()
 
-	svc = testutil.OpenService(t, path)
+	svc = testutil.OpenDirect(t, path, service.Config{})
 	if ts, ok := svc.Clock(); !ok || ts != 0 {
 		t.Errorf("clock after reopen = %d, %v; want 0", ts, ok)
 	}
@@ -61,7 +62,7 @@ func TestAgesSurviveReopen(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "group.db")
-	svc := testutil.OpenService(t, path)
+	svc := testutil.OpenDirect(t, path, service.Config{})
 	var notified [][]service.Event
 	svc.OnCommit(func(es []service.Event) { notified = append(notified, append([]service.Event(nil), es...)) })
 	err := svc.Group(ctx, func() {
@@ -85,16 +86,16 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []service.Event{
-		{Kind: service.EventGranted, Client: "a", Lock: "L", At: 0, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
-		{Kind: service.EventQueued, Client: "b", Lock: "L", At: 0, Position: 1, Mode: lk.Exclusive},
-		{Kind: service.EventReleased, Client: "a", Lock: "L", At: 1, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
-		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 1, Token: 2, ExpiresAt: 11, FromQueue: true, Position: 1, Mode: lk.Exclusive},
+		{Kind: lk.EventGrant, Client: "a", Lock: "L", At: 0, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
+		{Kind: lk.EventQueue, Client: "b", Lock: "L", At: 0, Position: 1, Mode: lk.Exclusive},
+		{Kind: lk.EventRelease, Client: "a", Lock: "L", At: 1, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
+		{Kind: lk.EventGrant, Client: "b", Lock: "L", At: 1, Token: 2, ExpiresAt: 11, FromQueue: true, Position: 1, Mode: lk.Exclusive},
 	}
 	if len(notified) != 1 || !reflect.DeepEqual(notified[0], want) {
 		t.Errorf("events after the commit = %+v, want one batch %+v", notified, want)
 	}
 	svc.Close()
-	again := testutil.OpenService(t, path)
+	again := testutil.OpenDirect(t, path, service.Config{})
 	in, err := again.Inspect(ctx, 1, lk.InspectRequest{Lock: "L"})
 	if err != nil {
 		t.Fatal(err)
@@ -108,13 +109,13 @@ func TestGroupCommit(t *testing.T) {
 // that instant with a higher token; revoking a non-holder changes nothing.
 func TestRevoke(t *testing.T) {
 	ctx := context.Background()
-	svc := testutil.OpenService(t, repo.MemoryPath)
+	svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 	svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 100, Mode: lk.Exclusive})
 	svc.Acquire(ctx, 1, lk.AcquireRequest{Client: "b", Lock: "L", TTL: 30, Mode: lk.Exclusive})
-	if _, err := svc.Revoke(ctx, 5, lk.RevokeRequest{Client: "b", Lock: "L"}); !errors.Is(err, lk.ErrNotHolder) {
+	if _, err := engine.Do(svc, ctx, 5, lk.RevokeRequest{Client: "b", Lock: "L"}, service.Revoke); !errors.Is(err, lk.ErrNotHolder) {
 		t.Errorf("revoking a waiter: %v, want not holder", err)
 	}
-	if _, err := svc.Revoke(ctx, 7, lk.RevokeRequest{Client: "a", Lock: "L"}); err != nil {
+	if _, err := engine.Do(svc, ctx, 7, lk.RevokeRequest{Client: "a", Lock: "L"}, service.Revoke); err != nil {
 		t.Fatal(err)
 	}
 	in, _ := svc.Inspect(ctx, 7, lk.InspectRequest{Lock: "L"})
@@ -130,7 +131,7 @@ func TestRevoke(t *testing.T) {
 // refused write with the highest token, a deadlock abort with its cycle.
 func TestEvents(t *testing.T) {
 	ctx := context.Background()
-	svc := testutil.OpenService(t, repo.MemoryPath)
+	svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 	var got []service.Event
 	svc.OnCommit(func(es []service.Event) { got = append(got, es...) })
 	svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 10, Mode: lk.Exclusive})
@@ -138,9 +139,9 @@ func TestEvents(t *testing.T) {
 	got = nil
 	svc.Status(ctx, 100, lk.StatusRequest{Client: "a"}) // a lapses at 10, b holds [10, 15) and lapses at 15
 	want := []service.Event{
-		{Kind: service.EventLapsed, Client: "a", Lock: "L", At: 10, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
-		{Kind: service.EventGranted, Client: "b", Lock: "L", At: 10, Token: 2, ExpiresAt: 15, FromQueue: true, Position: 1, Mode: lk.Exclusive},
-		{Kind: service.EventLapsed, Client: "b", Lock: "L", At: 15, Token: 2, ExpiresAt: 15, Mode: lk.Exclusive},
+		{Kind: lk.EventLapse, Client: "a", Lock: "L", At: 10, Token: 1, ExpiresAt: 10, Mode: lk.Exclusive},
+		{Kind: lk.EventGrant, Client: "b", Lock: "L", At: 10, Token: 2, ExpiresAt: 15, FromQueue: true, Position: 1, Mode: lk.Exclusive},
+		{Kind: lk.EventLapse, Client: "b", Lock: "L", At: 15, Token: 2, ExpiresAt: 15, Mode: lk.Exclusive},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("lapse chain events = %+v\nwant %+v", got, want)
@@ -148,7 +149,7 @@ func TestEvents(t *testing.T) {
 	svc.Write(ctx, 100, lk.WriteRequest{Lock: "L", Key: "k", Value: "v", Token: 2})
 	got = nil
 	svc.Write(ctx, 100, lk.WriteRequest{Lock: "L", Key: "k", Value: "w", Token: 1})
-	if len(got) != 1 || got[0].Kind != service.EventStaleWrite || got[0].Token != 1 || got[0].Highest != 2 {
+	if len(got) != 1 || got[0].Kind != lk.EventStaleWrite || got[0].Token != 1 || got[0].Highest != 2 {
 		t.Errorf("stale write events = %+v", got)
 	}
 	svc.Acquire(ctx, 101, lk.AcquireRequest{Client: "x", Lock: "M1", TTL: 100, Mode: lk.Exclusive})
@@ -158,13 +159,13 @@ func TestEvents(t *testing.T) {
 	svc.Acquire(ctx, 101, lk.AcquireRequest{Client: "x", Lock: "M2", TTL: 100, Mode: lk.Exclusive})
 	var aborted *service.Event
 	for i := range got {
-		if got[i].Kind == service.EventAborted {
+		if got[i].Kind == lk.EventDeadlockAbort {
 			aborted = &got[i]
 			// What the victim lost is named before anything is granted
 			// from it: read in order, the events never show M2 granted
 			// while y still holds it.
 			for _, e := range got[:i] {
-				if e.Kind == service.EventGranted {
+				if e.Kind == lk.EventGrant {
 					t.Errorf("grant %+v before the abort that made room for it", e)
 				}
 			}
@@ -185,7 +186,7 @@ func TestEvents(t *testing.T) {
 // TestCancelledContext: a cancelled context starts no operation and changes
 // nothing (an operation that has started runs to completion regardless).
 func TestCancelledContext(t *testing.T) {
-	svc := testutil.OpenService(t, repo.MemoryPath)
+	svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := svc.Acquire(ctx, 5, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 10, Mode: lk.Exclusive}); !errors.Is(err, context.Canceled) {
@@ -205,7 +206,7 @@ func TestCancelledContext(t *testing.T) {
 // replay does, to keep a long queue's statuses linear).
 func TestStatusPosition(t *testing.T) {
 	ctx := context.Background()
-	svc := testutil.OpenService(t, repo.MemoryPath)
+	svc := testutil.OpenDirect(t, repo.MemoryPath, service.Config{})
 	for _, c := range []string{"h", "w1", "w2", "w3"} {
 		if _, err := svc.Acquire(ctx, 0, lk.AcquireRequest{Client: c, Lock: "Q", TTL: 100, Mode: lk.Exclusive}); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,7 @@
 package service
 
 import (
-	"context"
+	"cmp"
 	"fmt"
 
 	lk "github.com/leasekeeper/leasekeeper"
@@ -12,85 +12,108 @@ import (
 // Write stores value under (lock, key) if token is not lower than the highest
 // token the fenced store accepted for lock (L6), and returns lk.ErrStaleToken,
 // changing nothing, otherwise. The store never looks at leases. Beyond the
-// service's StoreQuota (none in the contract), it returns lk.ErrQuotaExceeded
+// configured StoreQuota (none in the contract), it returns lk.ErrQuotaExceeded
 // and changes nothing either; a stale token is reported first. Under
-// Options.StrictFencing, a token never granted for lock is refused before
-// either, as lk.ErrTokenNotGranted (fencing.go).
-func (s *Service) Write(ctx context.Context, ts int64, req lk.WriteRequest) (lk.WriteResult, error) {
-	return s.WriteAs(ctx, ts, req, nil)
-}
-
-// WriteAs is Write by a caller that may act only as the client ids mayActAs
-// accepts (a client principal of an auth file); nil for any. Under
-// Options.StrictFencing, the token must then have been granted to one of
-// them, by its row of grants, or the write is refused as
-// lk.ErrTokenNotGranted (fencing.go).
-func (s *Service) WriteAs(ctx context.Context, ts int64, req lk.WriteRequest, mayActAs func(client string) bool) (lk.WriteResult, error) {
-	lock, token := req.Lock, req.Token
-	var refused error // not the transaction's error: the time advance and the lapses stand
-	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := req.Validate(); err != nil {
-			return err
-		}
-		if s.strict {
-			// Checked first: a token never granted is refused as such,
-			// whatever the fence, so that it can neither raise the fence
-			// nor pass for merely stale.
-			var err error
-			if refused, err = s.granted(tx, req, mayActAs); refused != nil || err != nil {
-				return err
-			}
-		}
-		size := int64(len(req.Key) + len(req.Value))
-		if s.quota.bounded() {
-			// Judged on what the store holds before the write: one read
-			// more, which a replay, without a quota, never pays.
-			st, err := repo.StoreWriteStateGet(tx, lock, req.Key)
-			if err != nil {
-				return err
-			}
-			if !(st.Fenced && token < st.Highest) {
-				if refused = s.quota.check(lock, st, size); refused != nil {
-					return nil
-				}
-			}
-		}
-		accepted, err := repo.StoreFenceRaise(tx, lock, req.Key, token, size)
-		if err != nil {
-			return err
-		}
-		if !accepted && !failpoint.Enabled(failpoint.AcceptStaleWrite) {
-			st, err := repo.StoreWriteStateGet(tx, lock, req.Key)
-			if err != nil {
-				return err
-			}
-			s.events = append(s.events, Event{Kind: EventStaleWrite, Lock: lock, At: ts, Token: token, Highest: st.Highest})
-			return lk.Errorf(lk.CodeStaleToken, fmt.Sprintf("token %d is lower than %d, the highest accepted for %s", token, st.Highest, lock))
-		}
-		return repo.StoreValuePut(tx, lock, req.Key, req.Value, token, ts)
-	})
-	if err == nil {
-		err = refused
+// Config.StrictFencing, a token never granted for lock is refused before
+// either, as lk.ErrTokenNotGranted (fencing.go); mayActAs, when not nil, is
+// the client ids the caller may act as (a client principal of an auth file),
+// and the token must then have been granted to one of them.
+func Write(op *Op, req lk.WriteRequest, mayActAs func(client string) bool) (lk.WriteResult, error) {
+	var res lk.WriteResult
+	if err := req.Validate(); err != nil {
+		return res, err
 	}
+	tx, lock, token := op.Tx, req.Lock, req.Token
+	if op.Config.StrictFencing {
+		// Checked first: a token never granted is refused as such,
+		// whatever the fence, so that it can neither raise the fence
+		// nor pass for merely stale.
+		if refused, err := granted(tx, req, mayActAs); refused != nil || err != nil {
+			return res, cmp.Or(err, refused)
+		}
+	}
+	size := int64(len(req.Key) + len(req.Value))
+	if op.Config.Quota.bounded() {
+		// Judged on what the store holds before the write: one read
+		// more, which a replay, without a quota, never pays.
+		st, err := repo.StoreWriteStateGet(tx, lock, req.Key)
+		if err != nil {
+			return res, err
+		}
+		if !(st.Fenced && token < st.Highest) {
+			if refused := op.Config.Quota.check(lock, st, size); refused != nil {
+				return res, refused
+			}
+		}
+	}
+	accepted, err := repo.StoreFenceRaise(tx, lock, req.Key, token, size)
 	if err != nil {
-		return lk.WriteResult{}, err
+		return res, err
+	}
+	if !accepted && !failpoint.Enabled(failpoint.AcceptStaleWrite) {
+		st, err := repo.StoreWriteStateGet(tx, lock, req.Key)
+		if err != nil {
+			return res, err
+		}
+		op.emit(Event{Kind: lk.EventStaleWrite, Lock: lock, At: op.Now, Token: token, Highest: st.Highest})
+		return res, lk.Errorf(lk.CodeStaleToken, fmt.Sprintf("token %d is lower than %d, the highest accepted for %s", token, st.Highest, lock))
+	}
+	if err := repo.StoreValuePut(tx, lock, req.Key, req.Value, token, op.Now); err != nil {
+		return res, err
 	}
 	return lk.WriteResult{Outcome: lk.OK}, nil
 }
 
-// Read returns the last value accepted for (lock, key); found is false when
-// none was.
-func (s *Service) Read(ctx context.Context, ts int64, req lk.ReadRequest) (lk.ReadResult, error) {
-	var out lk.ReadResult
-	err := s.withTx(ctx, ts, func(tx *repo.Tx) error {
-		if err := req.Validate(); err != nil {
-			return err
-		}
-		value, token, found, err := repo.StoreValueGet(tx, req.Lock, req.Key)
-		if found {
-			out = lk.ReadResult{Value: &value, Token: token}
-		}
-		return err
-	})
-	return out, err
+// Read returns the last value accepted for (lock, key), or a nil Value
+// when none was.
+func Read(op *Op, req lk.ReadRequest) (lk.ReadResult, error) {
+	if err := req.Validate(); err != nil {
+		return lk.ReadResult{}, err
+	}
+	value, token, found, err := repo.StoreValueGet(op.Tx, req.Lock, req.Key)
+	if !found || err != nil {
+		return lk.ReadResult{}, err
+	}
+	return lk.ReadResult{Value: &value, Token: token}, nil
+}
+
+// StoreQuota bounds what the fenced store keeps per lock, so that one
+// careless or hostile writer cannot fill the database: a lock's keys, and
+// its bytes of keys and values (UTF-8). Zero is no bound. The contract has
+// no quota, and `leasekeeper run` sets none; the server sets the defaults
+// below unless told otherwise (serve --store-max-keys, --store-max-bytes).
+type StoreQuota struct {
+	MaxKeys  int64
+	MaxBytes int64
+}
+
+// The server's default quota: generous for the store's purpose (a job's
+// progress records and results' names, fenced by its lease), small enough
+// that a runaway writer fills at most a few MiB per lock.
+const (
+	DefaultStoreMaxKeys  = 1000
+	DefaultStoreMaxBytes = 4 << 20
+)
+
+// bounded reports whether q bounds anything.
+func (q StoreQuota) bounded() bool { return q.MaxKeys > 0 || q.MaxBytes > 0 }
+
+// check refuses a write of an entry of size bytes (key and value) that takes
+// the lock's store, as st found it, beyond q. Only growth is refused: a
+// write that adds no key, or no bytes, is accepted even over a bound, so that
+// lowering the quota never freezes what a lock already holds.
+func (q StoreQuota) check(lock string, st repo.StoreWriteState, size int64) error {
+	keys, bytes := st.Keys, st.Bytes-st.EntryBytes+size
+	if !st.KeyExists {
+		keys++
+	}
+	if q.MaxKeys > 0 && keys > q.MaxKeys && keys > st.Keys {
+		return lk.Errorf(lk.CodeQuotaExceeded, fmt.Sprintf(
+			"the store of %s holds %d keys and its quota is %d: a new key is refused (overwriting one is not)", lock, st.Keys, q.MaxKeys))
+	}
+	if q.MaxBytes > 0 && bytes > q.MaxBytes && bytes > st.Bytes {
+		return lk.Errorf(lk.CodeQuotaExceeded, fmt.Sprintf(
+			"the store of %s would hold %d bytes of keys and values, over its quota of %d", lock, bytes, q.MaxBytes))
+	}
+	return nil
 }

@@ -1,10 +1,6 @@
 package service
 
-import (
-	"context"
-
-	"github.com/leasekeeper/leasekeeper/repo"
-)
+import "github.com/leasekeeper/leasekeeper/repo"
 
 // Summary is the state a server logs when it starts (docs/deployment.md):
 // its clock, how many locks the database knows and the highest fencing
@@ -18,16 +14,9 @@ type Summary struct {
 	ClockSet bool // false before the first operation
 }
 
-// Summary reads the database's summary without changing anything (no clock
-// advance, no lapses).
-func (s *Service) Summary(ctx context.Context) (Summary, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	tx, err := s.db.Begin(ctx)
-	if err != nil {
-		return Summary{}, err
-	}
-	defer tx.Rollback()
+// ReadSummary reads the database's summary without changing anything (no
+// clock advance, no lapses).
+func ReadSummary(tx *repo.Tx) (Summary, error) {
 	c, err := repo.ServiceCounters(tx)
 	if err != nil {
 		return Summary{}, err

@@ -12,6 +12,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestBackupWhileServing: a backup taken while a server runs under writes is
@@ -66,7 +67,7 @@ func TestBackupWhileServing(t *testing.T) {
 		t.Errorf("integrity_check of the backup: %q %v", check, err)
 	}
 	raw.Close()
-	svc := testutil.OpenService(t, out)
+	svc := testutil.OpenDirect(t, out, service.Config{})
 	ts, _ := svc.Clock()
 	in, err := svc.Inspect(context.Background(), ts, lk.InspectRequest{Lock: "L"})
 	if err != nil || len(in.Holders) != 1 || in.Holders[0].Client != "a" || in.Holders[0].Token != 1 {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/model"
 	"github.com/leasekeeper/leasekeeper/internal/scale"
 	"github.com/leasekeeper/leasekeeper/repo"
@@ -133,7 +134,7 @@ func timeProcess(self, file string) (time.Duration, error) {
 }
 
 func timeEngine(ctx context.Context, s scale.Scenario) (time.Duration, error) {
-	svc, err := service.Open(ctx, repo.MemoryPath, service.Options{})
+	svc, err := engine.OpenDirect(ctx, repo.MemoryPath, repo.Options{}, service.Config{})
 	if err != nil {
 		return 0, err
 	}

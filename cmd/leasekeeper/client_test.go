@@ -17,8 +17,8 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestClientCLI builds the binary once and runs the client commands and exec
@@ -59,16 +59,16 @@ type cliServer struct {
 
 func startCLIServer(t *testing.T) *cliServer {
 	t.Helper()
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "leasekeeper.db"), service.Options{})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "leasekeeper.db"), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(svc, server.Options{})
+	srv := server.New(eng, server.Options{})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		srv.Close()
+
 		hs.Close()
-		svc.Close()
+		eng.Close()
 	})
 	hc := &http.Client{Transport: apitest.New(t).Transport(t, nil)}
 	return &cliServer{url: hs.URL, Client: client.New(hs.URL, client.WithHTTPClient(hc))}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -18,16 +19,16 @@ import (
 // serve has them.
 func startExplainingCLIServer(t *testing.T) *cliServer {
 	t.Helper()
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "leasekeeper.db"), service.Options{Explain: true})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "leasekeeper.db"), engine.Options{Rules: service.Config{Explain: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(svc, server.Options{})
+	srv := server.New(eng, server.Options{})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		srv.Close()
+
 		hs.Close()
-		svc.Close()
+		eng.Close()
 	})
 	hc := &http.Client{Transport: apitest.New(t).Transport(t, nil)}
 	return &cliServer{url: hs.URL, Client: client.New(hs.URL, client.WithHTTPClient(hc))}

@@ -16,6 +16,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // buildBinary builds leasekeeper once per test binary run.
@@ -66,7 +67,7 @@ func TestBinaryCheckAndDB(t *testing.T) {
 	if out, err := exec.Command(bin, "run", "--check", "--db", db, caseFile).CombinedOutput(); err != nil {
 		t.Fatalf("run --check: %v\n%s", err, out)
 	}
-	svc := testutil.OpenService(t, db)
+	svc := testutil.OpenDirect(t, db, service.Config{})
 	if ts, ok := svc.Clock(); !ok || ts != 56 {
 		t.Errorf("clock in the file = %d, %v; want 56", ts, ok)
 	}

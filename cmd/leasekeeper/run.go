@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -105,13 +106,13 @@ func runReplay(cmd *cobra.Command, in io.Reader, dbPath string, check, stmtStats
 	if dbPath != "" {
 		path = dbPath
 	}
-	svc, err := service.Open(ctx, path, service.Options{})
+	svc, err := engine.OpenDirect(ctx, path, repo.Options{}, service.Config{})
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
 	if _, used := svc.Clock(); used {
-		return usageError{fmt.Errorf("%s already holds leasekeeper state; run replays against a fresh service, so give it a new file or an empty database", displayDB(dbPath))}
+		return usageError{fmt.Errorf("%s already holds leasekeeper state; run replays against a fresh service, so give it a new file or an empty database", repo.Redacted(dbPath))}
 	}
 	if stmtStats {
 		svc.CollectStats()

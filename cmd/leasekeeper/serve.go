@@ -7,11 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/telemetry"
 	"github.com/leasekeeper/leasekeeper/repo"
@@ -107,58 +107,41 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	if err != nil {
 		return err
 	}
-	svc, err := service.Open(ctx, dbPath, service.Options{Options: repo.Options{Synchronous: "FULL"}, StoreQuota: storeQuota(cmd),
-		StrictFencing: strictFencing(cmd), History: history, Explain: true})
+	var eng *engine.Engine
+	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return eng.Counts(ctx) },
+		telemetry.Options{Principals: sec.Authorizer != nil})
+	eng, err = engine.Open(ctx, dbPath, engine.Options{DB: repo.Options{Synchronous: "FULL"},
+		Rules:  service.Config{Quota: storeQuota(cmd), StrictFencing: strictFencing(cmd), History: history, Explain: true},
+		Logger: log, Observer: tel, EventsBuffer: events})
 	if err != nil {
-		return err
-	}
-	if err := logDatabase(ctx, log, dbPath, svc); err != nil {
-		svc.Close()
 		return err
 	}
 	ln, err := sec.listen(listen, conns.Listener)
 	if err != nil {
-		svc.Close()
+		eng.Close()
 		return err
 	}
-	var srv *server.Server
-	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return srv.Counts(ctx) })
-	srv = server.New(svc, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler(),
-		EventsBuffer: events})
+	srv := server.New(eng, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler()})
 	hs := cf.httpServer(srv.Handler(), conns, log)
-	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), displayDB(dbPath))
+	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), repo.Redacted(dbPath))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	removeReady, err := writeReadyFile(cmd, ln.Addr())
 	if err != nil {
 		hs.Close()
-		srv.Close()
-		svc.Close()
+		eng.Close()
 		return err
 	}
 	defer removeReady()
 	select {
 	case err = <-served:
 	case <-ctx.Done():
-		err = stopServing(log, hs, srv, conns)
+		err = stopServing(log, hs, eng, conns)
 	}
-	srv.Close()
+	cerr := eng.Close()
 	tel.Flush()
-	if cerr := svc.Close(); err == nil || errors.Is(err, http.ErrServerClosed) {
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
 		err = cerr
 	}
 	return err
-}
-
-// displayDB is how a --db value is shown in messages: a PostgreSQL URL
-// without its password.
-func displayDB(db string) string {
-	if !repo.IsPostgres(db) {
-		return db
-	}
-	u, err := url.Parse(db)
-	if err != nil {
-		return "the PostgreSQL database"
-	}
-	return u.Redacted()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 )
 
@@ -109,7 +110,7 @@ const shutdownGrace = 8 * time.Second
 // read are cut), blocked acquires answer at once with their state, requests
 // already read finish within shutdownGrace. It returns hs.Shutdown's error,
 // nil when the grace ran out: closing what was left is part of the stop.
-func stopServing(log *slog.Logger, hs *http.Server, srv *server.Server, conns *server.Conns) error {
+func stopServing(log *slog.Logger, hs *http.Server, eng *engine.Engine, conns *server.Conns) error {
 	log.Info("shutting down")
 	done := make(chan error, 1)
 	go func() {
@@ -117,7 +118,7 @@ func stopServing(log *slog.Logger, hs *http.Server, srv *server.Server, conns *s
 		defer cancel()
 		done <- hs.Shutdown(ctx)
 	}()
-	srv.Drain() // blocked acquires answer now
+	eng.Drain() // blocked acquires answer now
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -5,13 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasekeeper/leasekeeper/internal/server"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 )
 
 // addEventsFlags adds serve's --events-buffer (GET /v1/events);
 // eventsBuffer reads it back.
 func addEventsFlags(cmd *cobra.Command) {
-	cmd.Flags().Int("events-buffer", server.DefaultEventsBuffer,
+	cmd.Flags().Int("events-buffer", engine.DefaultEventsBuffer,
 		"GET /v1/events: how many recent events to keep for readers that resume (Last-Event-ID) or fall behind; older ones get a reset")
 }
 

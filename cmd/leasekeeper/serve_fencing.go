@@ -2,7 +2,7 @@ package main
 
 import "github.com/spf13/cobra"
 
-// addFencingFlag adds serve's --strict-fencing (service.Options.StrictFencing);
+// addFencingFlag adds serve's --strict-fencing (service.Config.StrictFencing);
 // strictFencing reads it back.
 func addFencingFlag(cmd *cobra.Command) {
 	cmd.Flags().Bool("strict-fencing", true,

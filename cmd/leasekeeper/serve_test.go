@@ -15,6 +15,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // validated is an HTTP client whose answers are checked against the
@@ -92,7 +93,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	} else if code != 0 {
 		t.Errorf("serve exited with status %d after SIGTERM, want 0", code)
 	}
-	svc := testutil.OpenService(t, db)
+	svc := testutil.OpenDirect(t, db, service.Config{})
 	ctx := context.Background()
 	ts, _ := svc.Clock()
 	if v, err := svc.Read(ctx, ts, lk.ReadRequest{Lock: "L", Key: "k"}); err != nil || v.Value == nil || *v.Value != "v1" || v.Token != 1 {

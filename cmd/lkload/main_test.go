@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	lkserver "github.com/leasekeeper/leasekeeper/internal/server"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 var row = regexp.MustCompile(`(?m)^\| (\w+) \| (\d+) \| (\d+) \| (\d+) \| [\d.]+ \| [\d.]+ \| (\d+) \|$`)
@@ -46,16 +46,16 @@ func checkRows(t *testing.T, name, out, backend string, servers, want int) {
 // TestLoadAgainstServer runs both client sides briefly against a real server
 // on loopback and checks that the table reports completed pairs and no errors.
 func TestLoadAgainstServer(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "load.db"), service.Options{})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "load.db"), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := lkserver.New(svc, lkserver.Options{})
+	srv := lkserver.New(eng, lkserver.Options{})
 	// lkload's clients are its own (the raw one is no net/http client):
 	// its answers are checked against the OpenAPI document as the server
 	// gives them.
 	hs := httptest.NewServer(validated(t, srv.Handler()))
-	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	defer func() { eng.Drain(); hs.Close(); eng.Close() }()
 	for _, mode := range []string{"raw", "net"} {
 		cfg, err := parseFlags([]string{"--server", hs.URL, "--clients", "1,4", "--duration", "300ms",
 			"--warmup", "0s", "--http", mode})
@@ -73,11 +73,11 @@ func TestLoadAgainstServer(t *testing.T) {
 // TestLoadWithRenews: with --renews N, every pair renews its lease N times
 // between the acquire and the release, with either client side.
 func TestLoadWithRenews(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "load.db"), service.Options{})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "load.db"), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := lkserver.New(svc, lkserver.Options{})
+	srv := lkserver.New(eng, lkserver.Options{})
 	var acquires, renews, releases atomic.Int64
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -91,7 +91,7 @@ func TestLoadWithRenews(t *testing.T) {
 		srv.Handler().ServeHTTP(w, r)
 	})
 	hs := httptest.NewServer(validated(t, counted))
-	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	defer func() { eng.Drain(); hs.Close(); eng.Close() }()
 	for _, mode := range []string{"raw", "net"} {
 		acquires.Store(0)
 		renews.Store(0)

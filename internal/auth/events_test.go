@@ -13,6 +13,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/auth"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -22,21 +23,21 @@ import (
 // null, and may not ask for another client's; a reader and an admin see
 // everything; no token, no stream.
 func TestEventsScope(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), service.Options{Explain: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ps, err := auth.Parse([]byte(authFile()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(svc, server.Options{Authorizer: auth.New(ps, nil)})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), engine.Options{Rules: service.Config{Explain: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(eng, server.Options{Authorizer: auth.New(ps, nil)})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		srv.Close()
+
 		hs.CloseClientConnections()
 		hs.Close()
-		svc.Close()
+		eng.Close()
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

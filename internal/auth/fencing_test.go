@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/internal/auth"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/telemetry"
@@ -23,27 +24,27 @@ import (
 // stop shuts it down, the database closed.
 func startFencing(t *testing.T, path string, strict bool, audit *syncBuffer) (e *env, stop func()) {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, service.Options{StrictFencing: strict})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ps, err := auth.Parse([]byte(authFile()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	var srv *server.Server
-	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return srv.Counts(ctx) })
-	srv = server.New(svc, server.Options{Authorizer: auth.New(ps, log), Logger: log, Observer: tel})
+	var eng *engine.Engine
+	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return eng.Counts(ctx) }, telemetry.Options{})
+	eng, err = engine.Open(context.Background(), path, engine.Options{Rules: service.Config{StrictFencing: strict}, Observer: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(eng, server.Options{Authorizer: auth.New(ps, log), Logger: log, Observer: tel})
 	hs := httptest.NewServer(srv.Handler())
 	stopped := false
 	stop = func() {
 		if !stopped {
 			stopped = true
 			hs.Close()
-			srv.Close()
+
 			tel.Flush()
-			svc.Close()
+			eng.Close()
 		}
 	}
 	t.Cleanup(stop)

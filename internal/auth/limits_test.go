@@ -19,9 +19,9 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/internal/auth"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/telemetry"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // The tokens of the limits tests' principals.
@@ -79,7 +79,7 @@ func TestParseLimits(t *testing.T) {
 // file of limits and the telemetry that serve uses.
 type limitsEnv struct {
 	url   string
-	srv   *server.Server
+	eng   *engine.Engine
 	authz *auth.Authorizer
 	hc    *http.Client // checks every answer against docs/openapi.json
 	log   *syncBuffer
@@ -87,27 +87,26 @@ type limitsEnv struct {
 
 func startLimited(t *testing.T, file string) *limitsEnv {
 	t.Helper()
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), service.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ps, err := auth.Parse([]byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	buf := &syncBuffer{}
 	authz := auth.New(ps, slog.New(slog.NewTextHandler(buf, nil)))
-	tel := telemetry.New(io.Discard, nil)
-	srv := server.New(svc, server.Options{Authorizer: authz, Observer: tel, Metrics: tel.Handler()})
+	tel := telemetry.New(io.Discard, nil, telemetry.Options{})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), engine.Options{Observer: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(eng, server.Options{Authorizer: authz, Observer: tel, Metrics: tel.Handler()})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		srv.Drain()
+		eng.Drain()
 		hs.Close()
-		srv.Close()
-		svc.Close()
+		eng.Close()
 	})
 	tr := apitest.New(t).Transport(t, nil)
-	return &limitsEnv{url: hs.URL, srv: srv, authz: authz, hc: &http.Client{Transport: tr}, log: buf}
+	return &limitsEnv{url: hs.URL, eng: eng, authz: authz, hc: &http.Client{Transport: tr}, log: buf}
 }
 
 // answer is one request's status, Retry-After and decoded body.
@@ -397,7 +396,7 @@ func TestMaxWaiting(t *testing.T) {
 	chF := blocked(context.Background(), "etl-f", 60)
 	waitFor(2)
 	checkRateLimited(t, e.send(t, limitedToken, "POST", "/v1/acquire", map[string]any{"client": "etl-g", "lock": "L", "ttl": 60, "wait": 30}), "max_waiting")
-	e.srv.Drain()
+	e.eng.Drain()
 	for _, ch := range []<-chan result{chE, chF} {
 		if o := outcome(receive(ch)); o != "queued" {
 			t.Errorf("drained: outcome %v, want queued", o)

@@ -19,8 +19,8 @@ import (
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/internal/auth"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // The tokens of the test's principals. None may ever appear in a log.
@@ -69,10 +69,6 @@ type env struct {
 func startServer(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	svc, err := service.Open(ctx, filepath.Join(t.TempDir(), "x.db"), service.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ps, err := auth.Parse([]byte(authFile()))
 	if err != nil {
 		t.Fatal(err)
@@ -80,12 +76,15 @@ func startServer(t *testing.T) *env {
 	buf := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "# metrics\n") })
-	srv := server.New(svc, server.Options{Authorizer: auth.New(ps, log), Logger: log, Metrics: metrics})
+	eng, err := engine.Open(ctx, filepath.Join(t.TempDir(), "x.db"), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(eng, server.Options{Authorizer: auth.New(ps, log), Logger: log, Metrics: metrics})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.Close()
-		srv.Close()
-		svc.Close()
+		eng.Close()
 	})
 	return &env{url: hs.URL, log: buf, hc: &http.Client{Transport: apitest.New(t).Transport(t, nil)}}
 }

@@ -31,7 +31,9 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/auth"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
+	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -98,14 +100,18 @@ type lkServer struct {
 	requests []*http.Request
 }
 
-func startServer(t *testing.T, authFile string, prepare ...func(*service.Service)) *lkServer {
+func startServer(t *testing.T, authFile string, prepare ...func(*engine.Direct)) *lkServer {
 	t.Helper()
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "console.db"), service.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range prepare {
-		p(svc)
+	path := filepath.Join(t.TempDir(), "console.db")
+	if len(prepare) > 0 {
+		d, err := engine.OpenDirect(context.Background(), path, repo.Options{}, service.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range prepare {
+			p(d)
+		}
+		d.Close()
 	}
 	var opts server.Options
 	if authFile != "" {
@@ -115,7 +121,11 @@ func startServer(t *testing.T, authFile string, prepare ...func(*service.Service
 		}
 		opts.Authorizer = auth.New(ps, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}
-	srv := server.New(svc, opts)
+	eng, err := engine.Open(context.Background(), path, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(eng, opts)
 	s := &lkServer{}
 	h := srv.Handler()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -125,11 +135,10 @@ func startServer(t *testing.T, authFile string, prepare ...func(*service.Service
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {
-		srv.Drain()
+		eng.Drain()
 		hs.CloseClientConnections()
 		hs.Close()
-		srv.Close()
-		svc.Close()
+		eng.Close()
 	})
 	s.url = hs.URL
 	return s
@@ -527,7 +536,7 @@ func TestConsoleTenThousandLocks(t *testing.T) {
 	const n = 10000
 	// Made through the service before the server starts: 10,000 acquires
 	// over HTTP would take most of the test's time on a loaded machine.
-	s := startServer(t, "", func(svc *service.Service) {
+	s := startServer(t, "", func(svc *engine.Direct) {
 		ts := time.Now().Unix()
 		err := svc.Group(context.Background(), func() {
 			for i := range n {

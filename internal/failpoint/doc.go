@@ -19,19 +19,19 @@
 //	                    lock's last token again, as a server that lost its
 //	                    counter in a crash would
 //	answer-before-commit
-//	                    server/server.go: the group committer answers a
+//	                    internal/engine/committer.go: the group committer answers a
 //	                    group's operations before its COMMIT, then commits
 //	                    after a short sleep (a kill -9 in between loses
 //	                    what was acknowledged)
-//	grant-early         service/lapse.go: a lapse hands the lock over one
+//	grant-early         service/handover.go: a lapse hands the lock over one
 //	                    second before the lapsed lease's expires_at
-//	drop-wakeup         server/server.go: a blocked acquire is not told of
+//	drop-wakeup         internal/engine/wait.go: a blocked acquire is not told of
 //	                    its grant; it learns of it only when its wait ends
 //	                    or something makes it read its state
 //	skip-service-lock   repo/service.go: on PostgreSQL, a transaction reads
 //	                    the service row without locking it (no FOR
 //	                    UPDATE), so two servers' transactions interleave
-//	time-backwards      server/server.go, service/tx.go: the server's time
+//	time-backwards      internal/engine/committer.go and runner.go: the time
 //	                    follows its clock back (the guards that keep each
 //	                    group's time at or above the last, and refuse a
 //	                    transaction at a time below the service's, are

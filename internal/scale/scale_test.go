@@ -15,6 +15,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/scale"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/scale from the generators")
@@ -55,7 +56,7 @@ func TestScenariosMatchModel(t *testing.T) {
 	for _, s := range scale.All(size) {
 		t.Run(s.Name, func(t *testing.T) {
 			ops := append(append([]any{}, s.Setup...), s.Ops...)
-			got, err := harness.Run(context.Background(), testutil.OpenService(t, repo.MemoryPath), ops)
+			got, err := harness.Run(context.Background(), testutil.OpenDirect(t, repo.MemoryPath, service.Config{}), ops)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +97,7 @@ func BenchmarkScenario(b *testing.B) {
 			var cpu time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				svc := testutil.OpenService(b, repo.MemoryPath)
+				svc := testutil.OpenDirect(b, repo.MemoryPath, service.Config{})
 				if _, err := harness.Run(ctx, svc, s.Setup); err != nil {
 					b.Fatal(err)
 				}

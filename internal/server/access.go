@@ -61,8 +61,29 @@ func (s *Server) allowed(w http.ResponseWriter, r *http.Request, a Access) bool 
 		s.deny(w, r, a, d)
 		return false
 	}
-	s.noteActor(r, a) // for the audit log of deadlock aborts
+	s.acted(r, a)
 	return true
+}
+
+// acted tells the observer which principal acted as a client id (acquire,
+// renew, release), for the audit log of deadlock aborts.
+func (s *Server) acted(r *http.Request, a Access) {
+	switch a.Op {
+	case "acquire", "renew", "release":
+	default:
+		return
+	}
+	id, ok := s.auth.(Identifier)
+	if !ok || a.Client == "" || s.obs == nil {
+		return
+	}
+	s.obs.Acted(id.Principal(r), a.Client)
+}
+
+// Identifier is an Authorizer that names the principal of a request it has
+// allowed, for the audit log.
+type Identifier interface {
+	Principal(r *http.Request) string
 }
 
 // admitted takes a blocked-acquire slot when the Authorizer is an Admitter,

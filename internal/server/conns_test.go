@@ -14,8 +14,8 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestInvalidUTF8Names: a name that is not valid UTF-8 as sent, in a body
@@ -106,10 +106,6 @@ func errorsAs(err error, target *net.Error) bool {
 // 403, 400, 413, 404, 405) is answered with Connection: close, and its
 // connection closed; an answered request keeps it (keep-alive).
 func TestRefusalClosesConnection(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "refuse.db"), service.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tokenOnly := authorizerFunc(func(r *http.Request, a server.Access) *server.Denial {
 		switch {
 		case a.Op == "health":
@@ -121,14 +117,18 @@ func TestRefusalClosesConnection(t *testing.T) {
 		}
 		return nil
 	})
-	srv := server.New(svc, server.Options{Authorizer: tokenOnly})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "refuse.db"), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(eng, server.Options{Authorizer: tokenOnly})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := &http.Server{Handler: srv.Handler()}
 	go hs.Serve(ln)
-	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	defer func() { eng.Drain(); hs.Close(); eng.Close() }()
 	post := func(path, body, hdr string) string {
 		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s", path, hdr, len(body), body)
 	}
@@ -205,12 +205,12 @@ func guarded(t *testing.T, srv *server.Server, opts server.ConnOptions, hs *http
 
 func newServer(t *testing.T) *server.Server {
 	t.Helper()
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "conns.db"), service.Options{})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "conns.db"), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(svc, server.Options{})
-	t.Cleanup(func() { srv.Drain(); srv.Close(); svc.Close() })
+	srv := server.New(eng, server.Options{})
+	t.Cleanup(func() { eng.Drain(); eng.Close() })
 	return srv
 }
 

@@ -8,150 +8,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 )
 
-// GET /v1/events: the service's events as Server-Sent Events (docs/api.md,
-// "Events").
-//
-// Every event goes into one ring, the hub, in id order; each stream keeps
-// its place in the ring and copies out what it has not sent yet. The
-// committer (SQLite: the OnCommit function) or the listener (PostgreSQL:
-// the notifications of every server, this one's included, in commit order)
-// only appends and wakes the streams, whatever their number and speed, so a
-// slow reader never slows it. A stream that falls behind by more than the
-// ring holds gets "overflow" and is ended; one that resumes from an id the
-// ring no longer holds, or whose events were lost (a gap in the ids, a lost
-// notification connection), gets "reset".
-
-// DefaultEventsBuffer is how many recent events a server keeps for streams
-// to catch up and readers to resume from (serve --events-buffer).
-const DefaultEventsBuffer = 10000
+// GET /v1/events: the engine's event bus (engine.Bus) as Server-Sent
+// Events (docs/api.md, "Events"). A stream filters and redacts what its
+// reader may see, and writes it out; a reader that takes nothing for
+// eventsWriteTimeout is cut off.
 
 // DefaultEventsKeepAlive is how often a quiet stream gets a comment line,
 // so that proxies and load balancers keep it open.
 const DefaultEventsKeepAlive = 15 * time.Second
-
-// eventsBatch bounds what a stream copies out of the ring at once.
-const eventsBatch = 256
-
-// hub is the ring of recent events.
-type hub struct {
-	mu   sync.Mutex
-	ring []lk.Event // the event with id i is at i % len(ring)
-	// The ring holds every event with an id in (floor, last]; known is
-	// false while the ids are unknown (after events were lost, on
-	// PostgreSQL, until the listener reads the counter again).
-	floor, last int64
-	known       bool
-	// epoch counts resets: a stream from an earlier epoch sends "reset".
-	epoch uint64
-	// changed is closed, and replaced, at every change.
-	changed chan struct{}
-}
-
-func newHub(size int) *hub {
-	if size <= 0 {
-		size = DefaultEventsBuffer
-	}
-	return &hub{ring: make([]lk.Event, size), changed: make(chan struct{})}
-}
-
-func (h *hub) signal() {
-	close(h.changed)
-	h.changed = make(chan struct{})
-}
-
-// reset empties the ring: the events up to cursor are the past that
-// readers must read afresh (-1: not known yet).
-func (h *hub) reset(cursor int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.resetLocked(cursor)
-	h.signal()
-}
-
-func (h *hub) resetLocked(cursor int64) {
-	h.epoch++
-	h.floor, h.last, h.known = cursor, cursor, cursor >= 0
-}
-
-// resync is the listener's news that events may have been missed, cursor
-// being the last committed id (-1 when unknown): when the ring already
-// ends there, nothing was.
-func (h *hub) resync(cursor int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if cursor >= 0 && h.known && cursor == h.last {
-		return
-	}
-	h.resetLocked(cursor)
-	h.signal()
-}
-
-// add appends events in id order. A repeat (an id already in) is skipped;
-// a gap (an id beyond the next) means events were lost: a reset.
-func (h *hub) add(events []service.Event) {
-	if len(events) == 0 {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, se := range events {
-		e := se.API()
-		switch {
-		case !h.known:
-			// The first event after a loss: the ring starts here;
-			// readers were told when the loss was.
-			h.floor, h.last, h.known = e.ID-1, e.ID-1, true
-		case e.ID <= h.last:
-			continue
-		case e.ID != h.last+1:
-			h.resetLocked(e.ID - 1)
-		}
-		h.ring[e.ID%int64(len(h.ring))] = e
-		h.last = e.ID
-		if h.last-h.floor > int64(len(h.ring)) {
-			h.floor = h.last - int64(len(h.ring))
-		}
-	}
-	h.signal()
-}
-
-// startEvents sets up the hub; on a database with peers its events come
-// from the notifications of every server (OnEvents, through the listener
-// that listenLoop runs), elsewhere from this server's commits (dispatch).
-func (s *Server) startEvents(opts Options) {
-	s.svc.NumberEvents()
-	s.hub = newHub(opts.EventsBuffer)
-	s.keepAlive = opts.EventsKeepAlive
-	if s.keepAlive <= 0 {
-		s.keepAlive = DefaultEventsKeepAlive
-	}
-	if !s.svc.HasPeers() {
-		s.hub.reset(s.svc.LastEventID())
-		return
-	}
-	s.hub.reset(-1)
-	s.svc.OnEvents(func(events []service.Event, resync bool, cursor int64) {
-		if resync {
-			s.hub.resync(cursor)
-		}
-		s.hub.add(events)
-	})
-}
-
-// commitEvents is the hub's part of the OnCommit function: on a database
-// without peers the commits of this server are all there is.
-func (s *Server) commitEvents(events []service.Event) {
-	if !s.svc.HasPeers() {
-		s.hub.add(events)
-	}
-}
 
 // eventsRequest is GET /v1/events's query.
 type eventsRequest struct {
@@ -227,65 +97,32 @@ type stream struct {
 }
 
 // run sends events after the id last (-1: from now on) until the reader
-// leaves, the server drains, or the reader falls behind the ring.
+// leaves, the engine drains, or the reader falls behind the ring.
 func (st *stream) run(ctx context.Context, last int64) {
-	h := st.s.hub
-	h.mu.Lock()
-	epoch, cursor, known := h.epoch, h.last, h.known
-	if !known {
-		cursor = -1 // taken from the ring once known
-	}
-	resume := last < 0 || known && last >= h.floor && last <= h.last
-	if last >= 0 && resume {
-		cursor = last
-	}
-	h.mu.Unlock()
-	if !resume {
+	f, reset := st.s.eng.Events().Follow(last)
+	if reset {
 		// Older than the ring, from before events were lost, or from
 		// another database: the reader must read the state again; then
 		// live events.
-		st.control(lk.EventReset, cursor)
+		st.control(f, lk.EventReset)
 	}
 	if !st.flush() {
 		return
 	}
 	keepAlive := time.NewTicker(st.s.keepAlive)
 	defer keepAlive.Stop()
-	batch := make([]lk.Event, 0, eventsBatch)
+	closed := st.s.eng.Events().Closed()
 	for {
-		var control lk.EventKind
-		batch = batch[:0]
-		h.mu.Lock()
-		switch {
-		case epoch != h.epoch:
-			// Events were lost: what came after the loss is in the
-			// ring, from its start.
-			control, epoch, cursor = lk.EventReset, h.epoch, h.floor
-			if !h.known {
-				cursor = -1
-			}
-		case cursor < 0 && h.known:
-			cursor = h.floor
-		case h.known && cursor < h.floor:
-			control = lk.EventOverflow
-		}
-		if control == "" && h.known {
-			for id := cursor + 1; id <= h.last && len(batch) < eventsBatch; id++ {
-				batch = append(batch, h.ring[id%int64(len(h.ring))])
-			}
-		}
-		changed := h.changed
-		h.mu.Unlock()
+		events, control, changed := f.Read()
 		if control != "" {
-			st.control(control, cursor)
+			st.control(f, control)
 			if !st.flush() || control == lk.EventOverflow {
 				return
 			}
 			continue
 		}
-		if len(batch) > 0 {
-			for _, e := range batch {
-				cursor = e.ID
+		if len(events) > 0 {
+			for _, e := range events {
 				if e, ok := st.shows(e); ok {
 					st.send(e, true)
 				}
@@ -304,18 +141,16 @@ func (st *stream) run(ctx context.Context, last int64) {
 			}
 		case <-ctx.Done():
 			return
-		case <-st.s.draining:
-			return
-		case <-st.s.ctx.Done():
+		case <-closed:
 			return
 		}
 	}
 }
 
-// control writes a reset or an overflow; its id is cursor, the reader's
-// place, left out when unknown (-1).
-func (st *stream) control(kind lk.EventKind, cursor int64) {
-	st.send(lk.Event{ID: max(cursor, 0), Kind: kind, At: st.s.now().Unix()}, cursor >= 0)
+// control writes a reset or an overflow; its id is the reader's place,
+// left out when unknown.
+func (st *stream) control(f *engine.Follower, kind lk.EventKind) {
+	st.send(f.Control(kind), f.Cursor() >= 0)
 }
 
 // shows reports whether the reader's filter and scope take e, and returns

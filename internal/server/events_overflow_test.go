@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestEventsStalledReader: a reader that takes nothing does not slow the
@@ -27,24 +27,23 @@ import (
 // full), and when it reads again it finds "overflow" and the end of the
 // stream, once it is further behind than the buffer.
 func TestEventsStalledReader(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "o.db"), service.Options{})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "o.db"), engine.Options{Clock: engine.NewManualClock(time.Unix(1000, 0)), EventsBuffer: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(svc, server.Options{Clock: server.NewManualClock(time.Unix(1000, 0)), EventsBuffer: 16})
+	srv := server.New(eng, server.Options{})
 	hs := httptest.NewUnstartedServer(srv.Handler())
 	// Small socket buffers on the server's side too: the kernel would
 	// otherwise take megabytes before a write blocks.
 	hs.Listener = smallBuffers{hs.Listener}
 	hs.Start()
 	t.Cleanup(func() {
-		srv.Drain()
+		eng.Drain()
 		hs.CloseClientConnections()
 		hs.Close()
-		srv.Close()
-		svc.Close()
+		eng.Close()
 	})
-	f := &fixture{t: t, url: hs.URL, svc: svc, hc: validated(t)}
+	f := &fixture{t: t, url: hs.URL, eng: eng, hc: validated(t)}
 	u, _ := url.Parse(f.url)
 	// A small receive buffer: the connection fills after a few events,
 	// and the server's writes to it block.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
-	"github.com/leasekeeper/leasekeeper/internal/server"
 )
 
 var settles atomic.Int64
@@ -47,9 +47,9 @@ func settle(t *testing.T, f *fixture, st *sseStream) int64 {
 // that go up by one.
 func TestEventsPeers(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	clock := server.NewManualClock(time.Unix(1000, 0))
-	a := startWith(t, dsn, clock, server.Options{})
-	b := startWith(t, dsn, clock, server.Options{})
+	clock := engine.NewManualClock(time.Unix(1000, 0))
+	a := startWith(t, dsn, clock, engine.Options{})
+	b := startWith(t, dsn, clock, engine.Options{})
 	sa, sb := openEvents(t, a.url, "", nil), openEvents(t, b.url, "", nil)
 	settle(t, a, sa)
 	last := settle(t, b, sb)
@@ -94,11 +94,11 @@ func TestEventsPeers(t *testing.T) {
 // acceptance bound: within a second.
 func TestEventsDeliveryDelay(t *testing.T) {
 	onEachDatabase(t, func(t *testing.T, backend, path string) {
-		clock := server.NewManualClock(time.Unix(1000, 0))
-		a := startWith(t, path, clock, server.Options{})
+		clock := engine.NewManualClock(time.Unix(1000, 0))
+		a := startWith(t, path, clock, engine.Options{})
 		reader := a
 		if backend == "postgres" {
-			reader = startWith(t, path, clock, server.Options{})
+			reader = startWith(t, path, clock, engine.Options{})
 		}
 		st := openEvents(t, reader.url, "?client=timed", nil)
 		settle(t, a, openEvents(t, reader.url, "", nil))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -288,7 +288,7 @@ func TestEventsResume(t *testing.T) {
 // from an id the server never gave, gets one reset (carrying the id to
 // resume from) and then live events only.
 func TestEventsReset(t *testing.T) {
-	f := startWith(t, filepath.Join(t.TempDir(), "r.db"), server.NewManualClock(time.Unix(1000, 0)), server.Options{EventsBuffer: 3})
+	f := startWith(t, filepath.Join(t.TempDir(), "r.db"), engine.NewManualClock(time.Unix(1000, 0)), engine.Options{EventsBuffer: 3})
 	for i := range 6 {
 		f.call("POST", "/v1/acquire", map[string]any{"client": "c", "lock": fmt.Sprint("L", i), "ttl": 10})
 	}
@@ -360,7 +360,7 @@ func TestEventsDrain(t *testing.T) {
 
 // TestEventsKeepAlive: a quiet stream gets comment lines.
 func TestEventsKeepAlive(t *testing.T) {
-	f := startWith(t, filepath.Join(t.TempDir(), "k.db"), server.NewManualClock(time.Unix(1000, 0)),
+	f := startService(t, filepath.Join(t.TempDir(), "k.db"), engine.Options{Clock: engine.NewManualClock(time.Unix(1000, 0))},
 		server.Options{EventsKeepAlive: 20 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -387,25 +387,9 @@ func concurrently(n int, fn func(i int)) {
 }
 
 // startExplaining starts a server whose answers and events say why
-// (service.Options.Explain, as serve has it).
+// (service.Config.Explain, as serve has it).
 func startExplaining(t *testing.T, at int64) *fixture {
 	t.Helper()
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), service.Options{Explain: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := server.NewManualClock(time.Unix(at, 0))
-	srv := server.New(svc, server.Options{Clock: clock})
-	hs := httptest.NewServer(srv.Handler())
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			srv.Drain()
-			hs.Close()
-			srv.Close()
-			svc.Close()
-		})
-	}
-	t.Cleanup(stop)
-	return &fixture{t: t, clock: clock, url: hs.URL, stop: stop, svc: svc, hc: validated(t)}
+	return startService(t, filepath.Join(t.TempDir(), "x.db"),
+		engine.Options{Rules: service.Config{Explain: true}, Clock: engine.NewManualClock(time.Unix(at, 0))}, server.Options{})
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // Who may see whom in the answers that say why (docs/api.md): a client
@@ -75,39 +74,12 @@ func scopeAcquire(scope func(string) bool, res lk.AcquireResult) lk.AcquireResul
 	return res
 }
 
-// handleStatus serves GET /v1/status, read apart, its abort scoped.
+// handleStatus serves GET /v1/status, its abort scoped.
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	scope := s.clientScope(r)
-	scoped := func(read func(context.Context, int64, lk.StatusRequest) (lk.StatusResult, error)) func(context.Context, int64, lk.StatusRequest) (lk.StatusResult, error) {
-		return func(ctx context.Context, ts int64, q lk.StatusRequest) (lk.StatusResult, error) {
-			res, err := read(ctx, ts, q)
-			res.Aborted = scopeAbort(scope, res.Aborted)
-			return res, err
-		}
-	}
-	readOperation(s, "status", decodeStatus, scoped(s.svc.ReadStatus), scoped(s.svc.Status)).ServeHTTP(w, r)
-}
-
-// predecessors returns those of the grant e reports. Another server's
-// notification may not carry them, or only some (Truncated; nor does a
-// grant without any): they are read then, from the grant history, which
-// the grant's commit holds. A
-// failed read leaves them out rather than fail a granted acquire.
-func (s *Server) predecessors(ctx context.Context, e service.Event) []lk.Predecessor {
-	if e.Predecessors != nil && !e.Truncated || !s.svc.Explains() {
-		return e.Predecessors
-	}
-	ps, _ := run(s, ctx, "predecessors", func(ctx context.Context, ts int64) ([]lk.Predecessor, error) {
-		return s.svc.Predecessors(ctx, ts, e.Lock, e.Token)
-	})
-	return ps
-}
-
-// lastAbort returns client's abort, read for an abort another server
-// reported; nil when the read fails.
-func (s *Server) lastAbort(ctx context.Context, client string) *lk.Abort {
-	a, _ := run(s, ctx, "last-abort", func(ctx context.Context, ts int64) (*lk.Abort, error) {
-		return s.svc.LastAbort(ctx, ts, client)
-	})
-	return a
+	operation(s, "status", query, decodeStatus, func(ctx context.Context, q lk.StatusRequest) (lk.StatusResult, error) {
+		res, err := s.eng.Status(ctx, q)
+		res.Aborted = scopeAbort(scope, res.Aborted)
+		return res, err
+	}).ServeHTTP(w, r)
 }

@@ -6,16 +6,17 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // startWhy starts a server as serve does, its answers saying why
-// (service.Options.Explain), on the database at path at time at.
+// (service.Config.Explain), on the database at path at time at.
 func startWhy(t *testing.T, path string, at int64, opts server.Options) *fixture {
 	t.Helper()
-	return startService(t, path, service.Options{Explain: true}, server.NewManualClock(time.Unix(at, 0)), opts)
+	return startService(t, path, engine.Options{Rules: service.Config{Explain: true}, Clock: engine.NewManualClock(time.Unix(at, 0))}, opts)
 }
 
 // TestPredecessorsAndWaitsOverHTTP: an acquire granted after a lapse names

@@ -9,7 +9,7 @@ import (
 
 // ClientScoper is an Authorizer that limits some principals to client ids of
 // their own: the server then lets such a principal write to the fenced
-// store only with a token granted to one of them (checked by the service
+// store only with a token granted to one of them (checked by the rules
 // under strict fencing, against the token's row of grants).
 type ClientScoper interface {
 	// ClientScope returns whether the principal of r, already allowed, may
@@ -23,8 +23,8 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) {
 	if cs, ok := s.auth.(ClientScoper); ok {
 		scope = cs.ClientScope(r)
 	}
-	operation(s, "write", body, decodeWrite, func(ctx context.Context, ts int64, q lk.WriteRequest) (lk.WriteResult, error) {
-		return s.svc.WriteAs(ctx, ts, q, scope)
+	operation(s, "write", body, decodeWrite, func(ctx context.Context, q lk.WriteRequest) (lk.WriteResult, error) {
+		return s.eng.Write(ctx, q, scope)
 	}).ServeHTTP(w, r)
 }
 
@@ -38,8 +38,8 @@ func (s *Server) handleUnfence(w http.ResponseWriter, r *http.Request) {
 	if id, ok := s.auth.(Identifier); ok {
 		by = id.Principal(r)
 	}
-	operation(s, "unfence", body, decodeUnfence, func(ctx context.Context, ts int64, q lk.UnfenceRequest) (lk.UnfenceResult, error) {
+	operation(s, "unfence", body, decodeUnfence, func(ctx context.Context, q lk.UnfenceRequest) (lk.UnfenceResult, error) {
 		q.By = by
-		return s.svc.Unfence(ctx, ts, q)
+		return s.eng.Unfence(ctx, q)
 	}).ServeHTTP(w, r)
 }

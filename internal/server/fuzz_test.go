@@ -11,9 +11,9 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/repo"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // FuzzRequestBody sends arbitrary bodies to every POST route: whatever they
@@ -31,15 +31,15 @@ func FuzzRequestBody(f *testing.F) {
 			f.Add(route, s)
 		}
 	}
-	svc, err := service.Open(context.Background(), repo.MemoryPath, service.Options{})
+	clock := engine.NewManualClock(time.Unix(0, 0))
+	eng, err := engine.Open(context.Background(), repo.MemoryPath, engine.Options{Clock: clock})
 	if err != nil {
 		f.Fatal(err)
 	}
-	clock := server.NewManualClock(time.Unix(0, 0))
-	srv := server.New(svc, server.Options{Clock: clock})
+	srv := server.New(eng, server.Options{})
 	h := srv.Handler()
 	v := apitest.New(f)
-	f.Cleanup(func() { srv.Close(); svc.Close() })
+	f.Cleanup(func() { eng.Close() })
 	f.Fuzz(func(t *testing.T, route, body string) {
 		switch route {
 		case "acquire", "renew", "release", "revoke", "write":

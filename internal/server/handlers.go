@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -16,7 +15,7 @@ import (
 	"unicode/utf8"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 )
 
 // Limits of docs/api.md.
@@ -30,19 +29,19 @@ const (
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/acquire", s.handleAcquire)
-	s.mux.Handle("POST /v1/renew", operation(s, "renew", body, decodeRenew, s.svc.Renew))
-	s.mux.Handle("POST /v1/release", operation(s, "release", body, decodeRelease, s.svc.Release))
-	s.mux.Handle("POST /v1/revoke", operation(s, "revoke", body, decodeRevoke, s.svc.Revoke))
+	s.mux.Handle("POST /v1/renew", operation(s, "renew", body, decodeRenew, s.eng.Renew))
+	s.mux.Handle("POST /v1/release", operation(s, "release", body, decodeRelease, s.eng.Release))
+	s.mux.Handle("POST /v1/revoke", operation(s, "revoke", body, decodeRevoke, s.eng.Revoke))
 	s.mux.HandleFunc("POST /v1/write", s.handleWrite)
 	s.mux.HandleFunc("POST /v1/unfence", s.handleUnfence)
-	s.mux.Handle("GET /v1/inspect", operation(s, "inspect", query, decodeInspect, s.svc.Inspect))
+	s.mux.Handle("GET /v1/inspect", operation(s, "inspect", query, decodeInspect, s.eng.Inspect))
 	s.mux.HandleFunc("GET /v1/status", s.handleStatus)
-	s.mux.Handle("GET /v1/read", operation(s, "read", query, decodeRead, s.svc.Read))
-	s.mux.Handle("GET /v1/locks", readOperation(s, "locks", decodeLocks, s.svc.ReadLocks, s.svc.Locks))
+	s.mux.Handle("GET /v1/read", operation(s, "read", query, decodeRead, s.eng.Read))
+	s.mux.Handle("GET /v1/locks", operation(s, "locks", query, decodeLocks, s.eng.Locks))
 	s.mux.HandleFunc("GET /v1/history", s.handleHistory)
 	s.mux.HandleFunc("GET /v1/events", s.handleEvents)
-	s.mux.Handle("GET /v1/store", readOperation(s, "store", decodeStore, s.svc.ReadStore, s.svc.Store))
-	s.mux.Handle("GET /v1/graph", readOperation(s, "graph", decodeGraph, s.svc.ReadGraph, s.svc.Graph))
+	s.mux.Handle("GET /v1/store", operation(s, "store", query, decodeStore, s.eng.Store))
+	s.mux.Handle("GET /v1/graph", operation(s, "graph", query, decodeGraph, s.eng.Graph))
 	s.consoleRoutes()
 	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
 	s.mux.HandleFunc("GET /v1/ready", s.handleReady)
@@ -154,7 +153,7 @@ func encode(v any) ([]byte, error) {
 // message, anything else as the server's failure.
 func (s *Server) fail(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, engine.ErrClosed):
 		replyError(w, lk.Errorf(lk.CodeShuttingDown, "the server is stopping; retry on another server, or on this one once restarted"))
 	case errors.Is(err, context.Canceled):
 		// the caller went away: nobody to answer
@@ -392,18 +391,16 @@ func decodeRequest[Q request](w http.ResponseWriter, r *http.Request, read func(
 	return q, true
 }
 
-// operation serves an operation that answers at once: decode, judge, run
-// at the server's time in the next group commit, answer the typed result.
+// operation serves an operation: decode, judge, call the engine, answer
+// the typed result.
 func operation[Q request, R any](s *Server, name string, read func(http.ResponseWriter, *http.Request) (*fields, *lk.Error),
-	decode func(*fields) Q, exec func(context.Context, int64, Q) (R, error)) http.Handler {
+	decode func(*fields) Q, exec func(context.Context, Q) (R, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, ok := decodeRequest(w, r, read, decode)
 		if !ok || !s.allowed(w, r, Access{Op: name, Client: clientOf(q)}) {
 			return
 		}
-		res, err := run(s, r.Context(), name, func(ctx context.Context, ts int64) (R, error) {
-			return exec(ctx, ts, q)
-		})
+		res, err := exec(r.Context(), q)
 		if err != nil {
 			s.fail(w, err)
 			return
@@ -419,7 +416,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	// Not through the committer, nor its lock: health answers while the
 	// database is slow or away.
 	h := lk.HealthResult{Status: "ok", Version: lk.Version}
-	if ts := s.lastTS.Load(); ts != math.MinInt64 {
+	if ts, ok := s.eng.Clock(); ok {
 		h.Clock = &ts
 	}
 	reply(w, h)
@@ -451,134 +448,11 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	var news *subscription
-	if wait > 0 {
-		// Subscribe before the acquire so that no grant can slip between.
-		var done func()
-		news, done = s.subscribe(q.Client, q.Lock)
-		defer done()
-	}
-	res, err := run(s, r.Context(), "acquire", func(ctx context.Context, ts int64) (lk.AcquireResult, error) {
-		return s.svc.Acquire(ctx, ts, q)
-	})
-	if err == nil && wait > 0 && res.Outcome == lk.Queued {
-		res, err = s.await(r.Context(), q.Client, q.Lock, wait, news, res)
-	}
+	res, err := s.eng.Acquire(r.Context(), q, wait)
 	release()
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
 	reply(w, scopeAcquire(s.clientScope(r), res))
-}
-
-// await blocks until client, queued for lock, is granted it, aborted or
-// withdrawn, or the wait runs out, and returns the answer.
-func (s *Server) await(ctx context.Context, client, lock string, wait time.Duration, news *subscription, queued lk.AcquireResult) (lk.AcquireResult, error) {
-	granted := func(token, grantedAt, expiresAt int64, predecessors []lk.Predecessor) lk.AcquireResult {
-		return lk.AcquireResult{Outcome: lk.Granted, Token: token, GrantedAt: grantedAt, ExpiresAt: expiresAt,
-			Victims: queued.Victims, Aborts: queued.Aborts, Predecessors: predecessors}
-	}
-	aborted := func(why *lk.Abort) lk.AcquireResult {
-		res := lk.AcquireResult{Outcome: lk.Deadlock, Victims: []string{client}}
-		if why != nil {
-			res.Aborts = []lk.Abort{*why}
-		}
-		return res
-	}
-	withdrawn := lk.AcquireResult{Outcome: lk.Withdrawn}
-	// decide turns an event into the answer, or reports that it is not one.
-	// The events of this wait are those of its queue entry: pos, learnt
-	// from the EventQueued of the acquire, which reaches the channel before
-	// the acquire is answered. Events of an earlier wait of the same client
-	// may still be on their way (from another server, or from a group that
-	// committed just before this acquire's) and carry another position.
-	var pos int64
-	decide := func(e service.Event) (lk.AcquireResult, bool) {
-		if e.Lock != lock {
-			return lk.AcquireResult{}, false
-		}
-		if e.Kind == service.EventQueued {
-			pos = e.Position
-			return lk.AcquireResult{}, false
-		}
-		if pos == 0 || e.Position != pos {
-			return lk.AcquireResult{}, false
-		}
-		switch {
-		case e.Kind == service.EventGranted && e.FromQueue:
-			return granted(e.Token, e.At, e.ExpiresAt, s.predecessors(ctx, e)), true
-		case e.Kind == service.EventAborted:
-			why := e.Abort
-			if why == nil || e.Truncated { // another server's, without all of it
-				why = s.lastAbort(ctx, client)
-			}
-			return aborted(why), true
-		case e.Kind == service.EventWithdrawn:
-			return withdrawn, true
-		}
-		return lk.AcquireResult{}, false
-	}
-	timeout := s.clock.After(wait)
-	var retry <-chan time.Time // a recheck that failed, to try again
-	for {
-		var final bool // answer now, queued or not
-		select {
-		case e := <-news.events:
-			if res, ok := decide(e); ok {
-				return res, nil
-			}
-			continue
-		case <-news.missed:
-		case <-retry:
-			retry = nil
-		case <-timeout:
-			final = true
-		case <-s.draining:
-			final = true // shutting down: answer with the state as it is
-		case <-ctx.Done():
-			return lk.AcquireResult{}, ctx.Err()
-		}
-		// Read the state: the wait ran out, or (missed) news was dropped
-		// or may have been lost. The committer hands a
-		// group's events over before it answers the group's calls, so
-		// once this one is answered the channel has everything this
-		// server decided so far.
-		st, err := run(s, ctx, "wait-state", func(ctx context.Context, ts int64) (service.WaitState, error) {
-			return s.svc.WaitState(ctx, ts, client, lock)
-		})
-		if err != nil && !final && errors.Is(err, lk.ErrUnavailable) {
-			// The database is away for the moment (the recheck is likely
-			// the listener's, after it lost its connection): the client
-			// is still queued, so keep waiting rather than answer 503.
-			retry = time.After(250 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return lk.AcquireResult{}, err
-		}
-		for drained := false; !drained; {
-			select {
-			case e := <-news.events:
-				if res, ok := decide(e); ok {
-					return res, nil
-				}
-			default:
-				drained = true
-			}
-		}
-		switch {
-		case st.Rank > 0 && final:
-			return lk.AcquireResult{Outcome: lk.Queued, Position: st.Rank, Victims: queued.Victims, Aborts: queued.Aborts,
-				EstimatedWait: st.EstimatedWait}, nil
-		case st.Rank > 0:
-			// still waiting
-		case st.Hold != nil:
-			return granted(st.Hold.Token, st.Hold.GrantedAt, st.Hold.ExpiresAt, st.Predecessors), nil
-		case !st.Registered:
-			return aborted(st.Aborted), nil
-		default:
-			return withdrawn, nil
-		}
-	}
 }

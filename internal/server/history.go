@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 
 	lk "github.com/leasekeeper/leasekeeper"
@@ -29,7 +28,7 @@ func decodeHistory(f *fields) lk.HistoryRequest {
 }
 
 // handleHistory serves GET /v1/history: a page of the grant history of a
-// lock or of a client, read apart from the committer (read.go). A client
+// lock or of a client, read apart from the committer. A client
 // principal asks about a client only as one of its own client ids (the
 // Authorizer sees to that), and of a lock's history it is shown only the
 // rows of its own client ids: a page may then hold fewer grants than its
@@ -43,9 +42,7 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	if cs, ok := s.auth.(ClientScoper); ok {
 		scope = cs.ClientScope(r)
 	}
-	res, err := readApart(s, r.Context(), "history",
-		func(ctx context.Context, ts int64) (lk.HistoryResult, error) { return s.svc.ReadHistory(ctx, ts, q) },
-		func(ctx context.Context, ts int64) (lk.HistoryResult, error) { return s.svc.History(ctx, ts, q) })
+	res, err := s.eng.History(r.Context(), q)
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // slots is an Authorizer and Admitter that allows everything but a request
@@ -66,15 +66,15 @@ func (s *slots) state() (held, admitted, released, asked int) {
 // gone, the server draining. A Denial's RetryAfter is the answer's
 // Retry-After in whole seconds, rounded up.
 func TestAdmitterSlots(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "slots.db"), service.Options{})
+	clock := engine.NewManualClock(time.Unix(1000, 0))
+	sl := &slots{max: 1}
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "slots.db"), engine.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := server.NewManualClock(time.Unix(1000, 0))
-	sl := &slots{max: 1}
-	srv := server.New(svc, server.Options{Clock: clock, Authorizer: sl})
+	srv := server.New(eng, server.Options{Authorizer: sl})
 	hs := httptest.NewServer(srv.Handler())
-	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	defer func() { eng.Drain(); hs.Close(); eng.Close() }()
 	f := &fixture{t: t, clock: clock, url: hs.URL, hc: validated(t)}
 
 	type answer struct {
@@ -187,7 +187,7 @@ func TestAdmitterSlots(t *testing.T) {
 	// The server drains.
 	chE := async(context.Background(), map[string]any{"client": "e", "lock": "L", "ttl": 100, "wait": 600})
 	f.waitQueued("e")
-	srv.Drain()
+	eng.Drain()
 	if a := get(chE); a.body["outcome"] != "queued" {
 		t.Errorf("HTTP %d %v, want queued", a.status, a.body)
 	}

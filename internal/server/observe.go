@@ -4,21 +4,20 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // Observer is told what the server does, for metrics and the audit log.
-// Its methods must be quick and must not call the server or the service.
+// Its methods must be quick and must not call the server or the engine.
 type Observer interface {
-	// Events gets what each committed transaction did, in order.
-	Events(events []service.Event)
 	// Request gets each HTTP request's operation, status and duration.
 	Request(op string, status int, d time.Duration)
-	// Commit gets each group commit: how many operations, how long.
-	Commit(ops int, d time.Duration)
 	// Denied gets each request the Authorizer refused.
 	Denied(r *http.Request, a Access, d *Denial)
+	// Acted gets, when the Authorizer names principals (Identifier), the
+	// principal of each allowed acquire, renew and release and the client
+	// id it acted as: the audit log of a deadlock abort names the
+	// victim's principal as well as the requester's.
+	Acted(principal, client string)
 }
 
 // statusWriter remembers the status a handler wrote.

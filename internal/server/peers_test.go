@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
-	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -26,29 +26,27 @@ import (
 // tally counts the events a server's transactions caused.
 type tally struct {
 	mu     sync.Mutex
-	counts map[service.EventKind]int
+	counts map[lk.EventKind]int
 }
 
-func (o *tally) Events(events []service.Event) {
+func (o *tally) Committed(events []service.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, e := range events {
 		o.counts[e.Kind]++
 	}
 }
-func (o *tally) Request(string, int, time.Duration)                  {}
-func (o *tally) Commit(int, time.Duration)                           {}
-func (o *tally) Denied(*http.Request, server.Access, *server.Denial) {}
-func (o *tally) count(k service.EventKind) int                       { o.mu.Lock(); defer o.mu.Unlock(); return o.counts[k] }
-func newTally() *tally                                               { return &tally{counts: map[service.EventKind]int{}} }
+func (o *tally) GroupCommitted(int, time.Duration) {}
+func (o *tally) count(k lk.EventKind) int          { o.mu.Lock(); defer o.mu.Unlock(); return o.counts[k] }
+func newTally() *tally                             { return &tally{counts: map[lk.EventKind]int{}} }
 
 func startPair(t *testing.T, at int64) (a, b *fixture, ta, tb *tally) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
-	clock := server.NewManualClock(time.Unix(at, 0))
+	clock := engine.NewManualClock(time.Unix(at, 0))
 	ta, tb = newTally(), newTally()
-	a = startWith(t, dsn, clock, server.Options{Observer: ta})
-	b = startWith(t, dsn, clock, server.Options{Observer: tb})
+	a = startWith(t, dsn, clock, engine.Options{Observer: ta})
+	b = startWith(t, dsn, clock, engine.Options{Observer: tb})
 	return a, b, ta, tb
 }
 
@@ -75,7 +73,7 @@ func TestPeersLapseHandedOverOnce(t *testing.T) {
 	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
 	a.waitQueued("y")
 	testutil.Eventually(t, 5*time.Second, "server b never learnt of x's lease", func() bool {
-		return b.svc.NextExpiry() == 1010
+		return b.eng.NextLapse() == 1010
 	})
 	a.clock.Set(time.Unix(1025, 0))
 	expect(t, receive(t, ch), granted(2, 1010, 1040))
@@ -85,8 +83,8 @@ func TestPeersLapseHandedOverOnce(t *testing.T) {
 	// commit, which the other may have heard of, and answered y, first:
 	// wait for the counts to settle, then require them exact.
 	counts := func() (lapsed, grants int) {
-		return ta.count(service.EventLapsed) + tb.count(service.EventLapsed),
-			ta.count(service.EventGranted) + tb.count(service.EventGranted)
+		return ta.count(lk.EventLapse) + tb.count(lk.EventLapse),
+			ta.count(lk.EventGrant) + tb.count(lk.EventGrant)
 	}
 	testutil.Eventually(t, 5*time.Second, "the hand-over's events were never counted", func() bool {
 		l, g := counts()
@@ -123,9 +121,9 @@ func TestPeersDeadlockVictimOnOtherServer(t *testing.T) {
 // listener that reconnected too.
 func TestPeersSurvivesLostConnection(t *testing.T) {
 	ss, dsn := newSessions(t)
-	clock := server.NewManualClock(time.Unix(1000, 0))
-	a := startWith(t, dsn, clock, server.Options{})
-	b := startWith(t, dsn, clock, server.Options{})
+	clock := engine.NewManualClock(time.Unix(1000, 0))
+	a := startWith(t, dsn, clock, engine.Options{})
+	b := startWith(t, dsn, clock, engine.Options{})
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
 	expect(t, v, granted(1, 1000, 1100))
 
@@ -150,9 +148,9 @@ func TestPeersSurvivesLostConnection(t *testing.T) {
 // concerns the earlier queue entry, and must not answer the new wait.
 func TestPeersStaleNewsOfEarlierWait(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	clock := server.NewManualClock(time.Unix(1000, 0))
-	a := startWith(t, dsn, clock, server.Options{})
-	b := startWith(t, dsn, clock, server.Options{})
+	clock := engine.NewManualClock(time.Unix(1000, 0))
+	a := startWith(t, dsn, clock, engine.Options{})
+	b := startWith(t, dsn, clock, engine.Options{})
 	a.call("POST", "/v1/acquire", map[string]any{"client": "holder", "lock": "L", "ttl": 600})
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "c", "lock": "L", "ttl": 10})
 	expect(t, v, `{"outcome": "queued", "position": 1}`)
@@ -202,8 +200,8 @@ func TestPeersStaleNewsOfEarlierWait(t *testing.T) {
 func TestPeersSkewedClocks(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	now := time.Now()
-	a := startWith(t, dsn, server.NewManualClock(now.Add(-time.Hour)), server.Options{TimeFromDatabase: true})
-	b := startWith(t, dsn, server.NewManualClock(now.Add(time.Hour)), server.Options{TimeFromDatabase: true})
+	a := startWith(t, dsn, engine.NewManualClock(now.Add(-time.Hour)), engine.Options{TimeFromDatabase: true})
+	b := startWith(t, dsn, engine.NewManualClock(now.Add(time.Hour)), engine.Options{TimeFromDatabase: true})
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 2})
 	res := as[lk.AcquireResult](t, v)
 	if res.Outcome != lk.Granted || res.Token != 1 || res.ExpiresAt != res.GrantedAt+2 {
@@ -245,7 +243,7 @@ func TestPeersSkewedClocks(t *testing.T) {
 // when the lock is released.
 func TestPeersWaitSurvivesLostConnection(t *testing.T) {
 	ss, dsn := newSessions(t)
-	a := startWith(t, dsn, server.NewManualClock(time.Unix(1000, 0)), server.Options{})
+	a := startWith(t, dsn, engine.NewManualClock(time.Unix(1000, 0)), engine.Options{})
 	a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
 	ch := a.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
 	a.waitQueued("y")
@@ -288,7 +286,7 @@ func TestPeersLeavesReadOnlySession(t *testing.T) {
 	q := u.Query()
 	q.Del("search_path")
 	u.RawQuery = q.Encode()
-	f := startWith(t, u.String(), server.NewManualClock(time.Unix(1000, 0)), server.Options{})
+	f := startWith(t, u.String(), engine.NewManualClock(time.Unix(1000, 0)), engine.Options{})
 	_, v := f.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 100})
 	expect(t, v, granted(1, 1000, 1100))
 

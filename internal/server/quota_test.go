@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -19,17 +20,15 @@ import (
 // quota_exceeded, as docs/api.md and docs/openapi.json say, and stores
 // nothing.
 func TestWriteQuota(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "q.db"),
-		service.Options{StoreQuota: service.StoreQuota{MaxKeys: 2, MaxBytes: 100}})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "q.db"), engine.Options{Rules: service.Config{Quota: service.StoreQuota{MaxKeys: 2, MaxBytes: 100}}, Clock: engine.NewManualClock(time.Unix(1000, 0))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Close()
-	srv := server.New(svc, server.Options{Clock: server.NewManualClock(time.Unix(1000, 0))})
-	defer srv.Close()
+	defer eng.Close()
+	srv := server.New(eng, server.Options{})
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
-	defer srv.Drain()
+	defer eng.Drain()
 	hc := validated(t)
 	post := func(body string) (int, map[string]any) {
 		t.Helper()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"sync"
@@ -15,33 +14,17 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the blocker
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/server"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
-// startServer is start on the database at path, also returning the server
+// startServer is start on the database at path, also returning its engine
 // (for its Counts).
-func startServer(t *testing.T, path string, at int64) (*fixture, *server.Server) {
+func startServer(t *testing.T, path string, at int64) (*fixture, *engine.Engine) {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, service.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := server.NewManualClock(time.Unix(at, 0))
-	srv := server.New(svc, server.Options{Clock: clock})
-	hs := httptest.NewServer(srv.Handler())
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			srv.Drain()
-			hs.Close()
-			srv.Close()
-			svc.Close()
-		})
-	}
-	t.Cleanup(stop)
-	return &fixture{t: t, clock: clock, url: hs.URL, path: path, stop: stop, svc: svc, hc: validated(t)}, srv
+	f := startOn(t, path, at)
+	return f, f.eng
 }
 
 // blockWriters holds, from a connection of its own, the lock every write
@@ -132,7 +115,7 @@ func TestStatusPages(t *testing.T) {
 	const n = 5000
 	path := filepath.Join(t.TempDir(), "server.db")
 	ctx := context.Background()
-	svc, err := service.Open(ctx, path, service.Options{})
+	svc, err := engine.OpenDirect(ctx, path, repo.Options{}, service.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
-// TestReady: GET /v1/ready answers 200 while the database commits, 503
-// unavailable once it cannot, and 503 shutting_down once the server drains;
-// health goes on answering 200 through all of it.
+// TestReady: GET /v1/ready answers 200 while the database commits, and
+// 503 unavailable while it cannot (here another writer holds the file's
+// write lock past the probe's time); health goes on answering 200 through
+// all of it. (engine's TestReadyDatabaseGone has a database that fails.)
 func TestReady(t *testing.T) {
 	f := start(t, 1000)
 	status, v := f.call("GET", "/v1/ready", nil)
@@ -23,33 +24,30 @@ func TestReady(t *testing.T) {
 	}
 	expect(t, v, `{"status": "ready"}`)
 
-	// The database goes away under the running server: a closed handle
-	// fails every transaction, as a database that no longer answers does.
-	if err := f.svc.Close(); err != nil {
-		t.Fatal(err)
-	}
+	unblock := blockWriters(t, f.path)
+	defer unblock()
 	status, v = f.call("GET", "/v1/ready", nil)
 	expectError(t, status, v, lk.CodeUnavailable)
 	if status, _ := f.call("GET", "/v1/health", nil); status != http.StatusOK {
-		t.Errorf("health with the database gone: HTTP %d, want 200", status)
+		t.Errorf("health while the database does not commit: HTTP %d, want 200", status)
 	}
 }
 
 // TestReadyWhileDraining: a stopping server is not ready, so that a load
 // balancer moves on before the connections close.
 func TestReadyWhileDraining(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "ready.db"), service.Options{})
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "ready.db"), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(svc, server.Options{})
+	srv := server.New(eng, server.Options{})
 	hs := httptest.NewServer(srv.Handler())
-	defer func() { hs.Close(); srv.Close(); svc.Close() }()
+	defer func() { hs.Close(); eng.Close() }()
 	f := &fixture{t: t, url: hs.URL, hc: validated(t)}
 	if status, v := f.call("GET", "/v1/ready", nil); status != http.StatusOK {
 		t.Fatalf("ready: HTTP %d %v", status, v)
 	}
-	srv.Drain()
+	eng.Drain()
 	status, v := f.call("GET", "/v1/ready", nil)
 	expectError(t, status, v, lk.CodeShuttingDown)
 }
@@ -57,14 +55,14 @@ func TestReadyWhileDraining(t *testing.T) {
 // TestReadyIsOpen: ready asks the Authorizer as operation "ready", which
 // auth.Authorizer lets through without a token (auth's matrix test).
 func TestReadyIsOpen(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "ready.db"), service.Options{})
+	d := &denyAll{}
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "ready.db"), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &denyAll{}
-	srv := server.New(svc, server.Options{Authorizer: d})
+	srv := server.New(eng, server.Options{Authorizer: d})
 	hs := httptest.NewServer(srv.Handler())
-	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	defer func() { eng.Drain(); hs.Close(); eng.Close() }()
 	// Not validated: denyAll refuses what the document says is open.
 	f := &fixture{t: t, url: hs.URL, hc: http.DefaultClient}
 	status, v := f.call("GET", "/v1/ready", nil)

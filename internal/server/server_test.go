@@ -21,20 +21,20 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // fixture is a real server on loopback over a SQLite file, on a manual clock.
 type fixture struct {
 	t     *testing.T
-	clock *server.ManualClock
+	clock *engine.ManualClock
 	url   string
 	path  string
 	stop  func() // shuts the server down and closes the database; idempotent
-	svc   *service.Service
+	eng   *engine.Engine
 	hc    *http.Client // checks every answer against docs/openapi.json
 }
 
@@ -52,37 +52,24 @@ func start(t *testing.T, at int64) *fixture {
 
 func startOn(t *testing.T, path string, at int64) *fixture {
 	t.Helper()
-	return startWith(t, path, server.NewManualClock(time.Unix(at, 0)), server.Options{})
+	return startWith(t, path, engine.NewManualClock(time.Unix(at, 0)), engine.Options{})
 }
 
 // startWith starts a server on the database at path with the given clock
-// and options.
-func startWith(t *testing.T, path string, clock *server.ManualClock, opts server.Options) *fixture {
+// and engine options.
+func startWith(t *testing.T, path string, clock *engine.ManualClock, eo engine.Options) *fixture {
 	t.Helper()
-	return startService(t, path, service.Options{}, clock, opts)
+	eo.Clock = clock
+	return startService(t, path, eo, server.Options{})
 }
 
-// startService is startWith with the service's options too.
-func startService(t *testing.T, path string, so service.Options, clock *server.ManualClock, opts server.Options) *fixture {
+// startService starts a server with the engine's options, whose Clock is
+// a *engine.ManualClock, and the HTTP front's.
+func startService(t *testing.T, path string, eo engine.Options, so server.Options) *fixture {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Clock = clock
-	srv := server.New(svc, opts)
-	hs := httptest.NewServer(srv.Handler())
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			srv.Drain()
-			hs.Close()
-			srv.Close()
-			svc.Close()
-		})
-	}
-	t.Cleanup(stop)
-	return &fixture{t: t, clock: clock, url: hs.URL, path: path, stop: stop, svc: svc, hc: validated(t)}
+	srv := testutil.StartServer(t, path, eo, so)
+	clock, _ := eo.Clock.(*engine.ManualClock)
+	return &fixture{t: t, clock: clock, url: srv.URL, path: path, stop: srv.Stop, eng: srv.Engine, hc: validated(t)}
 }
 
 // call sends one request and returns the status and the decoded body, its
@@ -836,14 +823,14 @@ func (d *denyAll) Authorize(r *http.Request, a server.Access) *server.Denial {
 // TestAuthorizerAsked: every route consults the Authorizer with its
 // operation and client, and a refusal changes nothing.
 func TestAuthorizerAsked(t *testing.T) {
-	svc, err := service.Open(context.Background(), filepath.Join(t.TempDir(), "auth.db"), service.Options{})
+	d := &denyAll{}
+	eng, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "auth.db"), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &denyAll{}
-	srv := server.New(svc, server.Options{Authorizer: d, Metrics: http.NotFoundHandler()})
+	srv := server.New(eng, server.Options{Authorizer: d, Metrics: http.NotFoundHandler()})
 	hs := httptest.NewServer(srv.Handler())
-	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	defer func() { eng.Drain(); hs.Close(); eng.Close() }()
 	f := &fixture{t: t, url: hs.URL, hc: validated(t)}
 	for _, c := range []struct {
 		method, path string
@@ -878,7 +865,7 @@ func TestAuthorizerAsked(t *testing.T) {
 			t.Errorf("GET %s asked %+v, want %+v", path, d.asked, want)
 		}
 	}
-	if st, _ := svc.Status(context.Background(), 0, lk.StatusRequest{Client: "a"}); st.Age != 0 {
+	if st, _ := eng.Status(context.Background(), lk.StatusRequest{Client: "a"}); st.Age != 0 {
 		t.Errorf("a refused acquire registered the client: %+v", st)
 	}
 }
@@ -893,7 +880,7 @@ func TestCloseWhileSweepQueued(t *testing.T) {
 		f := startOn(t, path, 1000)
 		f.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L", "ttl": 5})
 		testutil.Eventually(t, 5*time.Second, "the lapse timer never learnt of the lease", func() bool {
-			return f.svc.NextExpiry() == 1005
+			return f.eng.NextLapse() == 1005
 		})
 		time.Sleep(50 * time.Millisecond) // the timer is set for 1005
 		other, err := sql.Open("sqlite", path)

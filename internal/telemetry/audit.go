@@ -14,7 +14,7 @@ import (
 )
 
 // The audit log is written ahead of each commit. The committer hands a
-// transaction's events over just before its COMMIT (service.OnPrepare);
+// transaction's events over just before its COMMIT (engine.Auditor);
 // their lines go out in one write, and only then does the transaction
 // commit and its operations get answered. A kill of the process, at any
 // instant, therefore never leaves a committed change without its lines:
@@ -73,9 +73,9 @@ func (a *aheadLog) start(w io.Writer) {
 }
 
 // Audit writes the lines of a transaction's events, in one write, before
-// the transaction commits (server.Auditor). principal, when not nil, names
-// the principals on both sides of a deadlock abort.
-func (t *Telemetry) Audit(events []service.Event, principal func(client string) string) {
+// the transaction commits (engine.Auditor). With Options.Principals, a
+// deadlock abort's line names the principals on both sides.
+func (t *Telemetry) Audit(events []service.Event) {
 	if t.out == nil {
 		return
 	}
@@ -92,7 +92,7 @@ func (t *Telemetry) Audit(events []service.Event, principal func(client string) 
 	}
 	for _, e := range events {
 		switch e.Kind {
-		case service.EventGranted:
+		case lk.EventGrant:
 			source := "immediate"
 			if e.FromQueue {
 				source = "queue"
@@ -100,19 +100,19 @@ func (t *Telemetry) Audit(events []service.Event, principal func(client string) 
 			line("grant", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.String("mode", string(e.Mode)),
 				slog.Int64("token", e.Token), slog.Int64("at", e.At), slog.Int64("expires_at", e.ExpiresAt),
 				slog.String("source", source))
-		case service.EventLapsed:
+		case lk.EventLapse:
 			line("lapse", slog.String("lock", e.Lock), slog.String("holder", e.Client), slog.String("mode", string(e.Mode)),
 				slog.Int64("token", e.Token), slog.Int64("at", e.At))
-		case service.EventReleased:
+		case lk.EventRelease:
 			line("release", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.String("mode", string(e.Mode)),
 				slog.Int64("token", e.Token), slog.Int64("at", e.At))
-		case service.EventWithdrawn:
+		case lk.EventWithdraw:
 			line("withdraw", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.String("mode", string(e.Mode)),
 				slog.Int64("position", e.Position), slog.Int64("at", e.At))
-		case service.EventRevoked:
+		case lk.EventRevoke:
 			line("revoke", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.String("mode", string(e.Mode)),
 				slog.Int64("token", e.Token), slog.Int64("at", e.At))
-		case service.EventAborted:
+		case lk.EventDeadlockAbort:
 			lost := e.Lost
 			if lost == nil {
 				lost = []lk.Hold{}
@@ -125,16 +125,16 @@ func (t *Telemetry) Audit(events []service.Event, principal func(client string) 
 			if e.Position != 0 { // a requester that aborts itself never queued
 				attrs = append(attrs, slog.Int64("position", e.Position))
 			}
-			if principal != nil {
-				attrs = append(attrs, slog.String("principal", principal(e.Client)),
-					slog.String("requester_principal", principal(e.Requester)))
+			if t.principals {
+				attrs = append(attrs, slog.String("principal", t.actors.principal(e.Client)),
+					slog.String("requester_principal", t.actors.principal(e.Requester)))
 			}
 			attrs = append(attrs, slog.Any("cycle", e.Cycle), slog.Int64("at", e.At))
 			line("deadlock_abort", attrs...)
-		case service.EventStaleWrite:
+		case lk.EventStaleWrite:
 			line("stale_write", slog.String("lock", e.Lock), slog.Int64("token", e.Token),
 				slog.Int64("highest", e.Highest), slog.Int64("at", e.At))
-		case service.EventUnfenced:
+		case lk.EventUnfence:
 			attrs := []slog.Attr{slog.String("lock", e.Lock), slog.Int64("was", e.Highest), slog.Int64("highest", e.Token)}
 			if e.By != "" {
 				attrs = append(attrs, slog.String("principal", e.By))
@@ -151,7 +151,7 @@ func (t *Telemetry) Audit(events []service.Event, principal func(client string) 
 }
 
 // CommitFailed cancels the lines of the group last written: its COMMIT
-// failed, so none of it happened (server.Auditor). On PostgreSQL a COMMIT
+// failed, so none of it happened (engine.Auditor). On PostgreSQL a COMMIT
 // cut off by a lost connection may have committed all the same; the
 // operations were answered as failed, and later lines show which way it
 // went (docs/observability.md).
@@ -165,12 +165,12 @@ func (t *Telemetry) CommitFailed(err error) {
 	}
 }
 
-// Recover settles the previous run's last group (server.Auditor): when the
+// Recover settles the previous run's last group (engine.Auditor): when the
 // database shows that it never committed (the run was killed between
 // writing its lines and committing), a "not_committed" line cancels it.
 // When the database cannot tell (a database with peers, whose other
 // servers may have run transactions since), the lines stand as written.
-func (t *Telemetry) Recover(svc *service.Service) {
+func (t *Telemetry) Recover(committed func(ctx context.Context, ws []service.Witness) (committed, known bool, err error)) {
 	p := t.ahead.prev
 	t.ahead.prev = nil
 	if p == nil || t.out == nil {
@@ -178,11 +178,11 @@ func (t *Telemetry) Recover(svc *service.Service) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	committed, known, err := svc.AuditCommitted(ctx, p.witnesses)
+	done, known, err := committed(ctx, p.witnesses)
 	switch {
 	case err != nil:
 		t.log("recovery_failed", slog.Int64("group", p.group), slog.String("error", err.Error()))
-	case known && !committed:
+	case known && !done:
 		t.log("not_committed", slog.Int64("group", p.group))
 	default:
 		return

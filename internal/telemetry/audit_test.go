@@ -3,7 +3,6 @@ package telemetry_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -21,33 +20,32 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
 	"github.com/leasekeeper/leasekeeper/internal/auth"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/telemetry"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // auditServer is a server with telemetry on svc, its audit log going to
 // audit, served over loopback.
 type auditServer struct {
 	t    *testing.T
-	srv  *server.Server
+	eng  *engine.Engine
+	stop func() // drains the engine, stops the server, closes the database
 	tel  *telemetry.Telemetry
 	base string
 	hc   *http.Client
 }
 
-func startAudit(t *testing.T, svc *service.Service, audit io.Writer, opts server.Options) *auditServer {
+func startAudit(t *testing.T, path string, audit io.Writer, clock engine.Clock, authz server.Authorizer) *auditServer {
 	t.Helper()
 	a := &auditServer{t: t}
-	a.tel = telemetry.New(audit, nil)
-	opts.Observer, opts.Metrics = a.tel, a.tel.Handler()
-	a.srv = server.New(svc, opts)
-	hs := httptest.NewServer(a.srv.Handler())
-	a.base = hs.URL
+	a.tel = telemetry.New(audit, nil, telemetry.Options{Principals: authz != nil})
+	srv := testutil.StartServer(t, path, engine.Options{Clock: clock, Observer: a.tel},
+		server.Options{Observer: a.tel, Metrics: a.tel.Handler(), Authorizer: authz})
+	a.eng, a.stop, a.base = srv.Engine, srv.Stop, srv.URL
 	a.hc = &http.Client{Transport: apitest.New(t).Transport(t, nil)}
-	t.Cleanup(func() { a.srv.Drain(); hs.Close(); a.srv.Close() })
 	return a
 }
 
@@ -156,14 +154,13 @@ func (p *probeWriter) Write(b []byte) (int, error) {
 // before the sync returns.)
 func TestAuditWrittenBeforeCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ahead.db")
-	svc := testutil.OpenService(t, path)
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	probe := &probeWriter{t: t, db: db}
-	a := startAudit(t, svc, probe, server.Options{})
+	a := startAudit(t, path, probe, nil, nil)
 	a.ok("POST", "/v1/acquire", `{"client":"a","lock":"L","ttl":100}`, "")
 	a.ok("POST", "/v1/acquire", `{"client":"b","lock":"L","ttl":100,"mode":"exclusive"}`, "")
 	a.ok("POST", "/v1/release", `{"client":"a","lock":"L"}`, "") // and b granted from the queue
@@ -188,10 +185,10 @@ func TestAuditWrittenBeforeCommit(t *testing.T) {
 // TestAuditLinesCarryMode: grants, lapses, releases, withdrawals and
 // revocations say shared or exclusive, and what ended says its token.
 func TestAuditLinesCarryMode(t *testing.T) {
-	svc := testutil.OpenService(t, filepath.Join(t.TempDir(), "mode.db"))
+
 	audit := &lockedBuffer{}
-	clock := server.NewManualClock(time.Unix(1000, 0))
-	a := startAudit(t, svc, audit, server.Options{Clock: clock})
+	clock := engine.NewManualClock(time.Unix(1000, 0))
+	a := startAudit(t, filepath.Join(t.TempDir(), "mode.db"), audit, clock, nil)
 	a.ok("POST", "/v1/acquire", `{"client":"a","lock":"S","ttl":10,"mode":"shared"}`, "")
 	a.ok("POST", "/v1/acquire", `{"client":"b","lock":"S","ttl":100,"mode":"shared"}`, "")
 	a.ok("POST", "/v1/acquire", `{"client":"c","lock":"S","ttl":20,"mode":"exclusive"}`, "") // queued
@@ -244,10 +241,10 @@ func TestDeadlockAbortLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := testutil.OpenService(t, filepath.Join(t.TempDir(), "abort.db"))
+
 	audit := &lockedBuffer{}
-	clock := server.NewManualClock(time.Unix(500, 0))
-	a := startAudit(t, svc, audit, server.Options{Clock: clock, Authorizer: auth.New(ps, nil)})
+	clock := engine.NewManualClock(time.Unix(500, 0))
+	a := startAudit(t, filepath.Join(t.TempDir(), "abort.db"), audit, clock, auth.New(ps, nil))
 	a.ok("POST", "/v1/acquire", `{"client":"a1","lock":"X","ttl":100}`, "tok-a")
 	a.ok("POST", "/v1/acquire", `{"client":"b1","lock":"Y","ttl":100,"mode":"shared"}`, "tok-b")
 	a.ok("POST", "/v1/acquire", `{"client":"b1","lock":"X","ttl":100}`, "tok-b") // queued
@@ -284,7 +281,7 @@ func TestDeadlockAbortLine(t *testing.T) {
 // TestAuthFailuresExportedAtZero: the refusals counter is there before the
 // first refusal, at 0, for each status an authorizer refuses with.
 func TestAuthFailuresExportedAtZero(t *testing.T) {
-	tel := telemetry.New(nil, nil)
+	tel := telemetry.New(nil, nil, telemetry.Options{})
 	rec := httptest.NewRecorder()
 	tel.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for _, status := range []string{"401", "403"} {
@@ -305,21 +302,15 @@ func TestAuditRecoverAfterKill(t *testing.T) {
 	dbPath, logPath := filepath.Join(dir, "r.db"), filepath.Join(dir, "audit.jsonl")
 	run := func(ops func(a *auditServer)) string {
 		t.Helper()
-		svc, err := service.Open(context.Background(), dbPath, service.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := startAudit(t, svc, f, server.Options{Clock: server.NewManualClock(time.Unix(100, 0))})
+		a := startAudit(t, dbPath, f, engine.NewManualClock(time.Unix(100, 0)), nil)
 		if ops != nil {
 			ops(a)
 		}
-		a.srv.Drain()
-		a.srv.Close()
-		svc.Close()
+		a.stop()
 		f.Close()
 		b, err := os.ReadFile(logPath)
 		if err != nil {
@@ -415,10 +406,10 @@ func (g *gateWriter) Write(p []byte) (int, error) {
 // server in between left an answered grant that no audit log shows.
 func TestAuditBeforePeerWakes(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	clock := server.NewManualClock(time.Unix(1000, 0))
+	clock := engine.NewManualClock(time.Unix(1000, 0))
 	gate := newGate()
-	a := startAudit(t, testutil.OpenService(t, dsn), gate, server.Options{Clock: clock})
-	b := startAudit(t, testutil.OpenService(t, dsn), &lockedBuffer{}, server.Options{Clock: clock})
+	a := startAudit(t, dsn, gate, clock, nil)
+	b := startAudit(t, dsn, &lockedBuffer{}, clock, nil)
 	a.ok("POST", "/v1/acquire", `{"client":"x","lock":"L","ttl":100}`, "")
 	waited := make(chan string, 1)
 	go func() {

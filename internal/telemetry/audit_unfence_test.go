@@ -1,7 +1,6 @@
 package telemetry_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/server"
-	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 )
 
 // TestAuditRecoverUnfence: the unfence line of a group killed before its
@@ -21,21 +19,15 @@ func TestAuditRecoverUnfence(t *testing.T) {
 	dbPath, logPath := filepath.Join(dir, "u.db"), filepath.Join(dir, "audit.jsonl")
 	run := func(ops func(a *auditServer)) string {
 		t.Helper()
-		svc, err := service.Open(context.Background(), dbPath, service.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := startAudit(t, svc, f, server.Options{Clock: server.NewManualClock(time.Unix(100, 0))})
+		a := startAudit(t, dbPath, f, engine.NewManualClock(time.Unix(100, 0)), nil)
 		if ops != nil {
 			ops(a)
 		}
-		a.srv.Drain()
-		a.srv.Close()
-		svc.Close()
+		a.stop()
 		f.Close()
 		b, err := os.ReadFile(logPath)
 		if err != nil {

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/telemetry"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestGaugesApartFromCommitter: a scrape reads the gauges while the
@@ -24,16 +24,17 @@ import (
 func TestGaugesApartFromCommitter(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tel.db")
-	svc, err := service.Open(ctx, path, service.Options{})
+	var eng *engine.Engine
+	var err error
+	tel := telemetry.New(nil, func(ctx context.Context) (int64, int64, error) { return eng.Counts(ctx) }, telemetry.Options{})
+	clock := engine.NewManualClock(time.Unix(1000, 0))
+	eng, err = engine.Open(ctx, path, engine.Options{Clock: clock, Observer: tel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var srv *server.Server
-	tel := telemetry.New(nil, func(ctx context.Context) (int64, int64, error) { return srv.Counts(ctx) })
-	clock := server.NewManualClock(time.Unix(1000, 0))
-	srv = server.New(svc, server.Options{Clock: clock, Observer: tel, Metrics: tel.Handler()})
+	srv := server.New(eng, server.Options{Observer: tel, Metrics: tel.Handler()})
 	hs := httptest.NewServer(srv.Handler())
-	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	defer func() { eng.Drain(); hs.Close(); eng.Close() }()
 	for _, b := range []string{
 		`{"client":"a","lock":"L1","ttl":10}`,
 		`{"client":"a","lock":"L2","ttl":1000}`,

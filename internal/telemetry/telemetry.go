@@ -1,8 +1,9 @@
-// Package telemetry turns what the server does into Prometheus metrics and
-// an audit log. It implements server.Auditor: the server tells it about
+// Package telemetry turns what the engine and the server do into
+// Prometheus metrics and an audit log. It is an engine.Auditor, told about
 // each transaction's events before the commit (the audit lines, audit.go)
-// and after it (the counters), requests, group commits and refused
-// requests.
+// and after it (the counters) and about group commits, and a
+// server.Observer, told about requests, refused requests and who acted as
+// which client id.
 //
 // The audit log is JSON lines through log/slog, one line per grant, lapse
 // (naming the lapsed holder and its token), release, withdrawal, revocation,
@@ -27,15 +28,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // Counts reports how many locks have holders and how many clients wait, for
-// the gauges; *server.Server has it.
+// the gauges; *engine.Engine has it.
 type Counts func(ctx context.Context) (held, waiting int64, err error)
 
-// Telemetry is a server.Observer keeping metrics and writing the audit log.
+// Options configure New.
+type Options struct {
+	// Principals: the server's Authorizer names principals (an auth
+	// file), and the audit lines of deadlock aborts name those of the
+	// victim and of the requester (Acted).
+	Principals bool
+}
+
+// Telemetry keeps metrics and writes the audit log.
 type Telemetry struct {
 	reg   *prometheus.Registry
 	audit *slog.Logger
@@ -53,9 +63,17 @@ type Telemetry struct {
 	staleWrites, auditErrors  prometheus.Counter
 	requests                  *prometheus.HistogramVec
 	commitSeconds, commitSize prometheus.Histogram
+
+	// principals: name them in the audit lines of deadlock aborts, from
+	// actors (Options.Principals).
+	principals bool
+	actors     actors
 }
 
-var _ server.Auditor = (*Telemetry)(nil)
+var (
+	_ engine.Auditor  = (*Telemetry)(nil)
+	_ server.Observer = (*Telemetry)(nil)
+)
 
 // New returns telemetry writing the audit log as JSON lines to audit (nil:
 // no audit log), and reading the lock gauges through counts at each scrape.
@@ -64,8 +82,8 @@ var _ server.Auditor = (*Telemetry)(nil)
 // audit is a file, New first ends a last line that a kill cut short, and
 // notes the last transaction it holds for Recover to settle; then it writes
 // a "start" line.
-func New(audit io.Writer, counts Counts) *Telemetry {
-	t := &Telemetry{reg: prometheus.NewRegistry()}
+func New(audit io.Writer, counts Counts, opts Options) *Telemetry {
+	t := &Telemetry{reg: prometheus.NewRegistry(), principals: opts.Principals}
 	if audit != nil {
 		t.ahead.start(audit)
 		t.out = &flushWriter{w: bufio.NewWriterSize(audit, 64<<10)}
@@ -138,30 +156,30 @@ func (t *Telemetry) Handler() http.Handler {
 	return promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{})
 }
 
-// Events counts what a committed transaction did. Its audit lines were
+// Committed counts what a committed transaction did. Its audit lines were
 // written before it committed (Audit, audit.go).
-func (t *Telemetry) Events(events []service.Event) {
+func (t *Telemetry) Committed(events []service.Event) {
 	for _, e := range events {
 		switch e.Kind {
-		case service.EventGranted:
+		case lk.EventGrant:
 			source := "immediate"
 			if e.FromQueue {
 				source = "queue"
 			}
 			t.grants.WithLabelValues(source).Inc()
-		case service.EventLapsed:
+		case lk.EventLapse:
 			t.lapses.Inc()
-		case service.EventReleased:
+		case lk.EventRelease:
 			t.releases.Inc()
-		case service.EventWithdrawn:
+		case lk.EventWithdraw:
 			t.withdrawals.Inc()
-		case service.EventRevoked:
+		case lk.EventRevoke:
 			t.revocations.Inc()
-		case service.EventAborted:
+		case lk.EventDeadlockAbort:
 			t.aborts.Inc()
-		case service.EventStaleWrite:
+		case lk.EventStaleWrite:
 			t.staleWrites.Inc()
-		case service.EventRenewed:
+		case lk.EventRenew:
 			t.renewals.Inc()
 		}
 	}
@@ -172,8 +190,8 @@ func (t *Telemetry) Request(op string, status int, d time.Duration) {
 	t.requests.WithLabelValues(op, strconv.Itoa(status)).Observe(d.Seconds())
 }
 
-// Commit records a group commit.
-func (t *Telemetry) Commit(ops int, d time.Duration) {
+// GroupCommitted records a group commit.
+func (t *Telemetry) GroupCommitted(ops int, d time.Duration) {
 	t.commitSeconds.Observe(d.Seconds())
 	t.commitSize.Observe(float64(ops))
 }

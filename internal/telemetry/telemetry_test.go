@@ -17,9 +17,9 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/telemetry"
-	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // lockedBuffer is the audit log's destination, read while the server runs.
@@ -54,19 +54,20 @@ func (denyReads) Authorize(r *http.Request, a server.Access) *server.Denial {
 // checks the counts /metrics shows and the audit lines, parsed.
 func TestMetricsAndAudit(t *testing.T) {
 	ctx := context.Background()
-	svc, err := service.Open(ctx, filepath.Join(t.TempDir(), "tel.db"), service.Options{})
+	audit := &lockedBuffer{}
+	var eng *engine.Engine
+	var err error
+	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) {
+		return eng.Counts(ctx)
+	}, telemetry.Options{})
+	clock := engine.NewManualClock(time.Unix(0, 0))
+	eng, err = engine.Open(ctx, filepath.Join(t.TempDir(), "tel.db"), engine.Options{Clock: clock, Observer: tel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := &lockedBuffer{}
-	var srv *server.Server
-	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) {
-		return srv.Counts(ctx)
-	})
-	clock := server.NewManualClock(time.Unix(0, 0))
-	srv = server.New(svc, server.Options{Clock: clock, Observer: tel, Metrics: tel.Handler(), Authorizer: denyReads{}})
+	srv := server.New(eng, server.Options{Observer: tel, Metrics: tel.Handler(), Authorizer: denyReads{}})
 	hs := httptest.NewServer(srv.Handler())
-	defer func() { srv.Drain(); hs.Close(); srv.Close(); svc.Close() }()
+	defer func() { eng.Drain(); hs.Close(); eng.Close() }()
 	// Every answer is checked against the API's OpenAPI document.
 	hc := &http.Client{Transport: apitest.New(t).Transport(t, nil)}
 

@@ -1,27 +1,32 @@
-// Package testutil holds what the test suites share: opening a real service
-// per test and loading the golden cases.
+// Package testutil holds what the test suites share: opening a real
+// database per test, synchronously (Backends, OpenDirect) or behind a real
+// HTTP server (StartServer), and loading the golden cases.
 package testutil
 
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/harness"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
+	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
-// Backend names a way to open a fresh service for a test.
+// Backend names a way to open a fresh database for a test.
 type Backend struct {
 	Name string
-	Open func(t testing.TB) *service.Service
+	Open func(t testing.TB) *engine.Direct
 }
 
 // Backends are the databases every contract suite runs on: SQLite in memory,
@@ -29,22 +34,53 @@ type Backend struct {
 // PostgreSQL named by LEASEKEEPER_TEST_POSTGRES (internal/pgtest: without
 // one, the PostgreSQL runs fail and say how to get one).
 var Backends = []Backend{
-	{"sqlite-memory", func(t testing.TB) *service.Service { return OpenService(t, repo.MemoryPath) }},
-	{"sqlite-file", func(t testing.TB) *service.Service {
-		return OpenService(t, filepath.Join(t.TempDir(), "leasekeeper.db"))
+	{"sqlite-memory", func(t testing.TB) *engine.Direct { return OpenDirect(t, repo.MemoryPath, service.Config{}) }},
+	{"sqlite-file", func(t testing.TB) *engine.Direct {
+		return OpenDirect(t, filepath.Join(t.TempDir(), "leasekeeper.db"), service.Config{})
 	}},
-	{"postgres", func(t testing.TB) *service.Service { return OpenService(t, pgtest.DSN(t)) }},
+	{"postgres", func(t testing.TB) *engine.Direct { return OpenDirect(t, pgtest.DSN(t), service.Config{}) }},
 }
 
-// OpenService opens a service at path, closed when the test ends.
-func OpenService(t testing.TB, path string) *service.Service {
+// OpenDirect opens the database at path for synchronous use, with rules,
+// closed when the test ends.
+func OpenDirect(t testing.TB, path string, rules service.Config) *engine.Direct {
 	t.Helper()
-	svc, err := service.Open(context.Background(), path, service.Options{})
+	d, err := engine.OpenDirect(context.Background(), path, repo.Options{}, rules)
 	if err != nil {
-		t.Fatalf("open service: %v", err)
+		t.Fatalf("open %s: %v", path, err)
 	}
-	t.Cleanup(func() { svc.Close() })
-	return svc
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// Server is a real HTTP server on loopback over an engine, for a test.
+type Server struct {
+	URL    string
+	Engine *engine.Engine
+	// Stop drains the engine, shuts the HTTP server down and closes the
+	// engine; it is idempotent, and runs when the test ends.
+	Stop func()
+}
+
+// StartServer opens an engine on the database at path and serves it over
+// HTTP on loopback until the test ends.
+func StartServer(t testing.TB, path string, eo engine.Options, so server.Options) *Server {
+	t.Helper()
+	eng, err := engine.Open(context.Background(), path, eo)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	hs := httptest.NewServer(server.New(eng, so).Handler())
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			eng.Drain()
+			hs.Close()
+			eng.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &Server{URL: hs.URL, Engine: eng, Stop: stop}
 }
 
 // Case is one golden case file: {"note": ..., "ops": [...], "want": [...]}.

@@ -1,4 +1,4 @@
-package service_test
+package engine
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
-	"github.com/leasekeeper/leasekeeper/internal/testutil"
+	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
-// listener collects what Listen hands over.
+// listener collects what a peerLink's listen hands over of the other
+// servers' events.
 type listener struct {
 	mu      sync.Mutex
 	events  []service.Event
@@ -43,17 +44,17 @@ func (l *listener) state() ([]service.Event, int) {
 // notification becomes a call to recheck.
 func TestNotifications(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	a, b := testutil.OpenService(t, dsn), testutil.OpenService(t, dsn)
+	a, b := openTestRunner(t, dsn), openTestRunner(t, dsn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// other is another deployment, in another schema of the same database:
 	// PostgreSQL's channels are per database, yet it must hear nothing.
-	other := testutil.OpenService(t, pgtest.DSN(t))
+	other := openTestRunner(t, pgtest.DSN(t))
 	var la, lb, lo listener
-	go a.Listen(ctx, la.got)
-	go b.Listen(ctx, lb.got)
-	go other.Listen(ctx, lo.got)
-	testutil.Eventually(t, 5*time.Second, "the listeners never started", func() bool {
+	go listenTo(ctx, a, &la)
+	go listenTo(ctx, b, &lb)
+	go listenTo(ctx, other, &lo)
+	eventually(t, 5*time.Second, "the listeners never started", func() bool {
 		_, ra := la.state()
 		_, rb := lb.state()
 		_, ro := lo.state()
@@ -62,22 +63,22 @@ func TestNotifications(t *testing.T) {
 
 	mustAcquire := func(ts int64, client, lock string) {
 		t.Helper()
-		if _, err := a.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: lock, TTL: 10, Mode: lk.Exclusive}); err != nil {
+		if _, err := exec(a, ctx, ts, lk.AcquireRequest{Client: client, Lock: lock, TTL: 10, Mode: lk.Exclusive}, service.Acquire); err != nil {
 			t.Fatal(err)
 		}
 	}
 	mustAcquire(0, "x", "L")
 	mustAcquire(0, "y", "L")
-	if _, err := a.Release(ctx, 1, lk.ReleaseRequest{Client: "x", Lock: "L"}); err != nil {
+	if _, err := exec(a, ctx, 1, lk.ReleaseRequest{Client: "x", Lock: "L"}, service.Release); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 5*time.Second, "b never heard of the grants", func() bool {
+	eventually(t, 5*time.Second, "b never heard of the grants", func() bool {
 		es, _ := lb.state()
 		return len(es) >= 2
 	})
 	time.Sleep(50 * time.Millisecond) // for any event there should not be
 	es, _ := lb.state()
-	if len(es) != 2 || es[0].Kind != service.EventGranted || es[0].Client != "x" || es[1].Kind != service.EventGranted ||
+	if len(es) != 2 || es[0].Kind != lk.EventGrant || es[0].Client != "x" || es[1].Kind != lk.EventGrant ||
 		es[1].Client != "y" || es[1].Token != 2 || es[1].ExpiresAt != 11 || !es[1].FromQueue {
 		t.Errorf("b heard %+v, want x's grant, then y's from the queue with token 2 until 11", es)
 	}
@@ -90,7 +91,7 @@ func TestNotifications(t *testing.T) {
 
 	big := strings.Repeat("\x01", 2000) // 12,000 bytes in JSON
 	mustAcquire(2, "p", big)
-	testutil.Eventually(t, 5*time.Second, "b was never told to recheck", func() bool {
+	eventually(t, 5*time.Second, "b was never told to recheck", func() bool {
 		_, r := lb.state()
 		return r == 2
 	})
@@ -101,7 +102,7 @@ func TestNotifications(t *testing.T) {
 // nothing, not even the operations before it that succeeded, and says so.
 func TestGroupFailsWhole(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	svc := testutil.OpenService(t, dsn)
+	r := openTestRunner(t, dsn)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -112,9 +113,10 @@ func TestGroupFailsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	var acqErr, writeErr error
-	err = svc.Group(ctx, func() {
-		_, acqErr = svc.Acquire(ctx, 0, lk.AcquireRequest{Client: "x", Lock: "L", TTL: 10, Mode: lk.Exclusive})
-		_, writeErr = svc.Write(ctx, 1, lk.WriteRequest{Lock: "L", Key: "k", Value: "v", Token: 1})
+	err = r.groupRun(ctx, func() {
+		_, acqErr = exec(r, ctx, 0, lk.AcquireRequest{Client: "x", Lock: "L", TTL: 10, Mode: lk.Exclusive}, service.Acquire)
+		_, writeErr = exec(r, ctx, 1, lk.WriteRequest{Lock: "L", Key: "k", Value: "v", Token: 1},
+			func(op *service.Op, q lk.WriteRequest) (lk.WriteResult, error) { return service.Write(op, q, nil) })
 	})
 	if acqErr != nil || writeErr == nil || err == nil {
 		t.Fatalf("acquire: %v, write: %v, group: %v; want the write and so the group to fail", acqErr, writeErr, err)
@@ -122,14 +124,47 @@ func TestGroupFailsWhole(t *testing.T) {
 	if _, err := conn.Exec(ctx, `ALTER TABLE store_values_away RENAME TO store_values`); err != nil {
 		t.Fatal(err)
 	}
-	in, err := svc.Inspect(ctx, 2, lk.InspectRequest{Lock: "L"})
+	in, err := exec(r, ctx, 2, lk.InspectRequest{Lock: "L"}, service.Inspect)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(in.Holders) != 0 {
 		t.Errorf("the failed group's acquire was committed: %+v", in)
 	}
-	if ts, _ := svc.Clock(); ts != 2 {
+	if ts, _ := r.clock(); ts != 2 {
 		t.Errorf("clock %d after the failed group and an inspect at 2", ts)
+	}
+}
+
+// openTestRunner opens a runner on the database at dsn, closed when the
+// test ends.
+func openTestRunner(t *testing.T, dsn string) *runner {
+	t.Helper()
+	r, err := openRunner(context.Background(), dsn, repo.Options{}, service.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.close() })
+	return r
+}
+
+// listenTo hears r's peers into l until ctx ends.
+func listenTo(ctx context.Context, r *runner, l *listener) {
+	r.peers.listen(ctx, r.db, func(context.Context) (int64, error) { return 0, nil }, heard{
+		events: func([]service.Event, bool, int64) {},
+		others: l.got,
+	})
+}
+
+// eventually polls cond every 20ms until it holds, failing the test with
+// what after limit.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

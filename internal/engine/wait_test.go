@@ -1,8 +1,9 @@
-package server
+package engine
 
 import (
 	"testing"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -12,17 +13,17 @@ import (
 // its news overflowed, instead of sleeping through its grant until the
 // wait ran out.
 func TestWakeKeepsTheWaitsNews(t *testing.T) {
-	s := &Server{waiters: map[string][]*subscription{}}
+	s := &waits{subs: map[string][]*subscription{}}
 	news, done := s.subscribe("c", "Q")
 	defer done()
 	var noise []service.Event
 	for i := range 40 {
-		noise = append(noise, service.Event{Kind: service.EventRenewed, Client: "c", Lock: "L" + string(rune('a'+i%26)), Token: int64(i + 1)})
+		noise = append(noise, service.Event{Kind: lk.EventRenew, Client: "c", Lock: "L" + string(rune('a'+i%26)), Token: int64(i + 1)})
 	}
-	s.wake(append(noise, service.Event{Kind: service.EventQueued, Client: "c", Lock: "Q", Position: 7}))
+	s.wake(append(noise, service.Event{Kind: lk.EventQueue, Client: "c", Lock: "Q", Position: 7}))
 	select {
 	case e := <-news.events:
-		if e.Lock != "Q" || e.Kind != service.EventQueued {
+		if e.Lock != "Q" || e.Kind != lk.EventQueue {
 			t.Fatalf("first news of the wait on Q: %+v", e)
 		}
 	default:
@@ -36,7 +37,7 @@ func TestWakeKeepsTheWaitsNews(t *testing.T) {
 
 	var own []service.Event
 	for i := range 40 {
-		own = append(own, service.Event{Kind: service.EventQueued, Client: "c", Lock: "Q", Position: int64(100 + i)})
+		own = append(own, service.Event{Kind: lk.EventQueue, Client: "c", Lock: "Q", Position: int64(100 + i)})
 	}
 	s.wake(own)
 	select {

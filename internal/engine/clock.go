@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
-// Clock is where the server reads time; tests drive a ManualClock.
+// Clock is where the engine reads time; tests drive a ManualClock.
 type Clock interface {
 	Now() time.Time
 	// After delivers once the clock has moved d past the time of the call.

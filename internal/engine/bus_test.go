@@ -1,26 +1,27 @@
-package server
+package engine
 
 import (
 	"testing"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
 func granted(ids ...int64) []service.Event {
 	var out []service.Event
 	for _, id := range ids {
-		out = append(out, service.Event{ID: id, Kind: service.EventGranted, Client: "c", Lock: "L", Token: id})
+		out = append(out, service.Event{ID: id, Kind: lk.EventGrant, Client: "c", Lock: "L", Token: id})
 	}
 	return out
 }
 
-// TestHubLosses: what the listener of a server with PostgreSQL peers hears
+// TestBusLosses: what the listener of a server with PostgreSQL peers hears
 // becomes the ring's events, and every loss a reset (a new epoch): a gap
 // in the ids, a resync whose cursor is not where the ring ends, an event
 // too large to send; a repeat is skipped, and a resync that finds nothing
 // missed changes nothing.
-func TestHubLosses(t *testing.T) {
-	h := newHub(4)
+func TestBusLosses(t *testing.T) {
+	h := newBus(4, nil, nil)
 	h.reset(-1) // starting: not listening yet
 	state := func() (uint64, int64, int64, bool) { return h.epoch, h.floor, h.last, h.known }
 	check := func(what string, epoch uint64, floor, last int64, known bool) {

@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestTrimToNotification: a deadlock abort whose victim held 100 leases
@@ -15,7 +16,7 @@ import (
 func TestTrimToNotification(t *testing.T) {
 	name := func(c string) string { return strings.Repeat(c, 256) }
 	victim := name("v")
-	e := Event{ID: 77, Kind: EventAborted, Client: victim, Lock: name("l"), At: 1000, Mode: lk.Exclusive,
+	e := service.Event{ID: 77, Kind: lk.EventDeadlockAbort, Client: victim, Lock: name("l"), At: 1000, Mode: lk.Exclusive,
 		Requester: name("q"), Position: 3, Abort: &lk.Abort{Victim: &victim, Age: 5}}
 	for range 60 {
 		c := name("c")
@@ -56,7 +57,7 @@ func TestTrimToNotification(t *testing.T) {
 		t.Errorf("the API's JSON has no truncated: %s", a)
 	}
 
-	small := Event{ID: 1, Kind: EventGranted, Client: "a", Lock: "L", Token: 1, Mode: lk.Exclusive,
+	small := service.Event{ID: 1, Kind: lk.EventGrant, Client: "a", Lock: "L", Token: 1, Mode: lk.Exclusive,
 		Predecessors: []lk.Predecessor{{Token: 1, Mode: lk.Shared}}}
 	b, _ = trim(toWire(small), limit)
 	if want, _ := json.Marshal(toWire(small)); string(b) != string(want) {
@@ -68,18 +69,18 @@ func TestTrimToNotification(t *testing.T) {
 // to send tells the listeners where the stream stands, so that their
 // readers' reset has an id.
 func TestSkippedNoticeCursor(t *testing.T) {
-	var s Service
+	var p peerLink
 	got := int64(-2)
-	sink := func(_ []Event, resync bool, cursor int64) {
+	sink := func(_ []service.Event, resync bool, cursor int64) {
 		if resync {
 			got = cursor
 		}
 	}
-	s.eventsHeard(notice{Origin: "x", Skipped: true, Cursor: 42}, sink)
+	p.numbered(notice{Origin: "x", Skipped: true, Cursor: 42}, sink)
 	if got != 42 {
 		t.Errorf("cursor %d, want 42", got)
 	}
-	s.eventsHeard(notice{Origin: "x", Skipped: true}, sink) // an older server's
+	p.numbered(notice{Origin: "x", Skipped: true}, sink) // an older server's
 	if got != -1 {
 		t.Errorf("cursor %d, want -1", got)
 	}

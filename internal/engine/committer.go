@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/internal/failpoint"
+)
+
+// committer is group commit: operations wait in calls; it takes whatever is
+// waiting, runs them in order in one transaction (each in its own
+// savepoint), commits once, and only then answers them. While one group
+// syncs to disk the next one forms, so a busy server syncs once for many
+// operations and an idle one answers at once. It also keeps the server's
+// time: each operation runs at tick's ts.
+type committer struct {
+	r     *runner
+	clock Clock
+	log   *slog.Logger
+	obs   Observer
+	// failed is called when a group's commit failed: its events were
+	// dropped with it, though a commit cut off may have happened, so
+	// blocked acquires must read their state.
+	failed func()
+	// ran is called after each operation is answered: the next expiry may
+	// have moved.
+	ran func()
+	ctx context.Context // ends with Close
+
+	calls chan *pending
+	done  chan struct{} // closed when the loop has stopped
+
+	lastTS atomic.Int64 // the last ts used; never decreases
+	// dbClock: time is the common database's clock, not this machine's;
+	// offset is how far the database's clock was ahead of this machine's
+	// at the last group, for setting the lapse timer.
+	dbClock bool
+	offset  atomic.Int64 // nanoseconds
+}
+
+// maxGroup bounds how many operations share one commit.
+const maxGroup = 512
+
+// ErrClosed is returned for operations submitted after Close.
+var ErrClosed = errors.New("engine closed")
+
+// pending is one operation waiting for the committer: exec runs it at the ts
+// the committer gives it.
+type pending struct {
+	name string // for the log
+	exec func(ctx context.Context, ts int64) error
+	err  error
+	done chan struct{}
+}
+
+// submit hands exec to the committer, which runs it at the server's time in
+// the next group, and returns its result once the group is durable.
+func (c *committer) submit(ctx context.Context, name string, exec func(ctx context.Context, ts int64) error) error {
+	cl := &pending{name: name, exec: exec, done: make(chan struct{})}
+	select {
+	case c.calls <- cl:
+	case <-c.ctx.Done():
+		return ErrClosed
+	}
+	// Once submitted, an operation runs whether or not its caller still
+	// listens: the caller learns its fate only here. A call the committer
+	// never took, because it stopped, never ran.
+	select {
+	case <-cl.done:
+	case <-c.done:
+		select {
+		case <-cl.done:
+		default:
+			return ErrClosed
+		}
+	}
+	c.ran()
+	return cl.err
+}
+
+// loop runs groups until the engine closes.
+func (c *committer) loop() {
+	// After this, submit stops waiting for calls nobody will take (the
+	// lapse timer's among them, which Close waits for).
+	defer close(c.done)
+	for {
+		var first *pending
+		select {
+		case first = <-c.calls:
+		case <-c.ctx.Done():
+			return // Close answers what is left
+		}
+		group := []*pending{first}
+	fill:
+		for len(group) < maxGroup {
+			select {
+			case cl := <-c.calls:
+				group = append(group, cl)
+			default:
+				break fill
+			}
+		}
+		// Operations run to completion even while the engine closes: a
+		// statement cut off half-way would only turn into an error.
+		ctx := context.WithoutCancel(c.ctx)
+		start := time.Now()
+		answered := false
+		err := c.r.groupRun(ctx, func() {
+			for _, cl := range group {
+				c.run(ctx, cl)
+			}
+			if failpoint.Enabled(failpoint.AnswerBeforeCommit) {
+				// The fault: answers sent for a transaction not yet
+				// durable; the sleep widens the window a kill -9 needs.
+				for _, cl := range group {
+					close(cl.done)
+				}
+				answered = true
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		if c.obs != nil {
+			c.obs.GroupCommitted(len(group), time.Since(start))
+		}
+		if answered {
+			continue
+		}
+		if err != nil {
+			c.failed()
+		}
+		for _, cl := range group {
+			if err != nil {
+				cl.err = err
+			}
+			close(cl.done)
+		}
+	}
+}
+
+// run executes one call inside the group. A panic is a bug, but it must not
+// take the server down: its savepoint is already rolled back, the call
+// answers an internal error, and the rest of the group goes on.
+func (c *committer) run(ctx context.Context, cl *pending) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("operation panicked", "op", cl.name, "panic", p, "stack", string(debug.Stack()))
+			cl.err = fmt.Errorf("operation %s panicked: %v", cl.name, p)
+		}
+	}()
+	cl.err = cl.exec(ctx, c.tick())
+}
+
+// tick returns the ts for an operation starting now: the clock in whole
+// seconds, never below the last ts used, nor, on a database with peers, below
+// the time other servers moved the service to. Callers run in a group.
+func (c *committer) tick() int64 {
+	var ts int64
+	if t, ok := c.r.databaseTime(); c.dbClock && ok {
+		ts = int64(math.Floor(t))
+		c.offset.Store(int64((t - float64(c.clock.Now().UnixNano())/1e9) * 1e9))
+	} else {
+		ts = c.clock.Now().Unix()
+	}
+	if now, ok := c.r.clock(); ok && c.r.peers != nil && now > ts {
+		ts = now
+	}
+	if last := c.lastTS.Load(); ts < last && !failpoint.Enabled(failpoint.TimeBackwards) {
+		ts = last
+	}
+	c.lastTS.Store(ts)
+	return ts
+}
+
+// readTS is the ts of a read apart: the clock, never below the last ts the
+// committer used. Unlike tick it records nothing, as a read moves no time.
+func (c *committer) readTS() int64 {
+	ts := c.now().Unix()
+	if last := c.lastTS.Load(); ts < last {
+		ts = last
+	}
+	return ts
+}
+
+// now is this server's best reading of the time ticks are taken from.
+func (c *committer) now() time.Time {
+	return c.clock.Now().Add(time.Duration(c.offset.Load()))
+}
