@@ -90,7 +90,7 @@ func IsPostgres(dsn string) bool {
 // time (PostgreSQL). Then nothing read in an earlier transaction can be
 // trusted in a later one: a transaction starts with Lock, and a service
 // keeps no state between transactions.
-func (d *DB) HasPeers() bool { return d.postgres() }
+func (d *DB) HasPeers() bool { return d.dialect.peers() }
 
 // StatementStats is how often one statement ran and how long it took in all.
 type StatementStats struct {

@@ -1,11 +1,19 @@
 package repo
 
-// dialect is what differs between the SQL of SQLite and of PostgreSQL: the
-// syntax of parameters, and the few statements that cannot be written once
-// for both. Everything else is written once, in SQLite's syntax, and
-// registered with shared (statements.go). Open picks the dialect of its
-// database, once; each dialect is one empty type (dialect_sqlite.go,
-// dialect_postgres.go).
+import (
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// dialect is what differs between SQLite and PostgreSQL: the syntax of
+// parameters, the few statements that cannot be written once for both, and
+// what is the connection's rather than SQL's (whether servers share the
+// database, what a failed statement means, how text is stored). Everything
+// else is written once, in SQLite's syntax, and registered with portable
+// (statements.go). Open picks the dialect of its database, once; each
+// dialect is one empty type (dialect_sqlite.go, dialect_postgres.go), and
+// nothing else in the package asks which one it has.
 //
 // A method that gives a statement returns "" when that database never runs
 // it; Tx then refuses it, and a caller that has another way (LockGrant)
@@ -52,19 +60,41 @@ type dialect interface {
 	// applied, and a copy of the database into the file ?.
 	backupVersion() string
 	backupInto() string
+	// readBegin starts a read apart (read.go): one snapshot, no lock.
+	readBegin() string
+	// notifyEventID is notify (?1, ?2) that also writes ?3 as the service
+	// row's event counter, in one round trip.
+	notifyEventID() string
+	// indexedBy is the hint that makes the planner read a table through
+	// index, where the database takes one (SQLite, which would otherwise
+	// pick the primary key for some ranges); "" elsewhere.
+	indexedBy(index string) string
+
+	// peers reports whether several servers may share the database, each
+	// transaction taking the service row's lock first (ServiceRowLock);
+	// then nothing read in one transaction may be trusted in the next.
+	peers() bool
+	// failed maps a statement's error: the database's absence (a lost
+	// connection, a failover, a timeout, a full disk) to lk.ErrUnavailable,
+	// anything else as it is. suspect: the connection may be gone, for the
+	// next Begin to check; replace: it works but is the wrong one (a
+	// standby), for the next Begin to replace.
+	failed(err error) (mapped error, suspect, replace bool)
+	// escapesText reports whether strings must be escaped on their way in
+	// and out (postgres.go: PostgreSQL's text cannot hold the byte 0).
+	escapesText() bool
+	// readDeadline bounds a read apart; 0 for none (a file does not stall
+	// as a network does).
+	readDeadline() time.Duration
+	// pagesRead returns how many pages conn's statements have read
+	// (PagesRead); 0 where the database does not count them.
+	pagesRead(conn *sqlx.Conn) (int64, error)
 }
 
 var (
 	_ dialect = sqliteDialect{}
 	_ dialect = postgresDialect{}
 )
-
-// postgres reports whether d is a PostgreSQL database: for what is not SQL
-// but the connection's (postgres.go).
-func (d *DB) postgres() bool {
-	_, ok := d.dialect.(postgresDialect)
-	return ok
-}
 
 // The statements whose whole text is the dialect's. (WaitEdgesFrom and
 // WaitEdgesBeforeQueueing, in waits.go, take only the collation from it.)
@@ -79,4 +109,6 @@ var (
 	qCurrentSchema      = perDialect("Open.current-schema", dialect.currentSchema)
 	qBackupVersion      = perDialect("Backup.version", dialect.backupVersion)
 	qBackupInto         = perDialect("Backup.into", dialect.backupInto)
+	qReadBegin          = perDialect("Read.begin", dialect.readBegin)
+	qNotifyEventID      = perDialect("Notify.event-id", dialect.notifyEventID)
 )

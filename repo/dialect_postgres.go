@@ -1,14 +1,21 @@
 package repo
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jmoiron/sqlx"
+
+	lk "github.com/leasekeeper/leasekeeper"
 )
 
-// postgresDialect is the SQL only PostgreSQL reads: a database that several
-// servers share (Shared).
+// postgresDialect is PostgreSQL: a database that several servers share
+// (peers), over a network.
 type postgresDialect struct{}
 
 func (postgresDialect) String() string { return "postgres" }
@@ -92,3 +99,48 @@ func (postgresDialect) listen(channel string) string {
 // database is backed up with PostgreSQL's tools.
 func (postgresDialect) backupVersion() string { return "" }
 func (postgresDialect) backupInto() string    { return "" }
+
+// readBegin: REPEATABLE READ, one snapshot for the statements of a read;
+// READ ONLY takes no lock on the service row, the one every writer of
+// every server queues for.
+func (postgresDialect) readBegin() string { return `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY` }
+
+func (postgresDialect) notifyEventID() string {
+	return `WITH c AS (UPDATE service SET event_id = ?3 WHERE id = 1) SELECT pg_notify(?1, ?2)`
+}
+
+// indexedBy: PostgreSQL's planner takes no hints, and needs none here.
+func (postgresDialect) indexedBy(string) string { return "" }
+
+func (postgresDialect) peers() bool       { return true }
+func (postgresDialect) escapesText() bool { return true }
+
+// readDeadline bounds a read apart as the engine's transaction deadline
+// bounds a write: a database that stalls must not hold a handler forever.
+func (postgresDialect) readDeadline() time.Duration { return 15 * time.Second }
+
+func (postgresDialect) pagesRead(*sqlx.Conn) (int64, error) { return 0, nil }
+
+// failed: an error of the connection, of a failover or of a timeout is the
+// database's absence. Any error may have left the connection unusable: the
+// next Begin checks it.
+func (postgresDialect) failed(err error) (mapped error, suspect, replace bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			strings.HasPrefix(pe.Code, "57"), // operator intervention: shutdown, cancel
+			pe.Code == "55P03",               // lock_not_available: lock_timeout
+			pe.Code == "25P03",               // idle_in_transaction_session_timeout
+			pe.Code == "40001", pe.Code == "40P01":
+			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err), true, false
+		case pe.Code == "25006": // read_only_sql_transaction: a standby, after a failover
+			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err), true, true
+		}
+		return err, true, false
+	}
+	if lostConnection(err) {
+		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err), true, false
+	}
+	return err, true, false // a bug of ours, not the database's absence
+}

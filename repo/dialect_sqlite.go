@@ -1,7 +1,19 @@
 package repo
 
-// sqliteDialect is the SQL only SQLite reads: the embedded database, one
-// process on one file (or in memory).
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	lk "github.com/leasekeeper/leasekeeper"
+)
+
+// sqliteDialect is SQLite: the embedded database, one process on one file
+// (or in memory).
 type sqliteDialect struct{}
 
 func (sqliteDialect) String() string { return "sqlite" }
@@ -46,3 +58,53 @@ func (sqliteDialect) backupVersion() string {
 	return `SELECT max(version_id) FROM goose_db_version`
 }
 func (sqliteDialect) backupInto() string { return `VACUUM INTO ?` }
+
+// readBegin: a plain BEGIN takes no lock until the first SELECT, and then
+// only a WAL read mark; the statements of a read see one snapshot.
+func (sqliteDialect) readBegin() string { return `BEGIN` }
+
+func (sqliteDialect) notifyEventID() string { return "" }
+
+func (sqliteDialect) indexedBy(index string) string { return `INDEXED BY ` + index }
+
+func (sqliteDialect) peers() bool                 { return false }
+func (sqliteDialect) escapesText() bool           { return false }
+func (sqliteDialect) readDeadline() time.Duration { return 0 }
+
+// failed tells SQLite's storage failures from bugs. A full disk
+// (SQLITE_FULL, or EFBIG under a file size limit, which SQLite reports as
+// SQLITE_IOERR_WRITE) or a failed read or write of the file rolls the
+// transaction back: nothing happened, and the same request succeeds once
+// there is room again. That is 503 unavailable, which clients retry, not
+// 500 internal, which says the server is broken. A SQLite connection is a
+// file handle: it is never lost.
+func (sqliteDialect) failed(err error) (mapped error, suspect, replace bool) {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff { // the primary code, without the extended bits
+		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR:
+			return fmt.Errorf("%w: the database file cannot be written (is the disk full?): %v", lk.ErrUnavailable, err), false, false
+		}
+	}
+	return err, false, false
+}
+
+// pagesRead sums the connection's page-cache hits and misses.
+func (sqliteDialect) pagesRead(conn *sqlx.Conn) (int64, error) {
+	var pages int64
+	err := conn.Raw(func(dc any) error {
+		st, ok := dc.(sqlite.DBStatus)
+		if !ok {
+			return errors.New("repo: the SQLite driver does not report page counts")
+		}
+		for _, op := range []sqlite.DBStatusOp{sqlite.DBStatusCacheHit, sqlite.DBStatusCacheMiss} {
+			n, _, err := st.Status(op, false)
+			if err != nil {
+				return err
+			}
+			pages += int64(n)
+		}
+		return nil
+	})
+	return pages, err
+}

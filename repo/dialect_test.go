@@ -32,7 +32,7 @@ func TestEveryStatementPrepares(t *testing.T) {
 				n++
 			}
 		}
-		if d.postgres() {
+		if d.dialect.peers() {
 			// LISTEN is not registered (its channel is an identifier):
 			// the channel of this schema, one with a quote, one hashed for length.
 			prepare("Listen", d.dialect.listen(d.channel))

@@ -38,18 +38,12 @@ var (
 // grants_ended_by_lock_time: SQLite, which might take the primary key's
 // (lock, token) for the lock, and walk its whole history, is told.
 func endedByLockTime(d dialect) string {
-	if _, pg := d.(postgresDialect); pg {
-		return `grants`
-	}
-	return `grants INDEXED BY grants_ended_by_lock_time`
+	return `grants ` + d.indexedBy("grants_ended_by_lock_time")
 }
 
 // endedByLockOrder is endedByLockTime for grants_ended_by_lock_order.
 func endedByLockOrder(d dialect) string {
-	if _, pg := d.(postgresDialect); pg {
-		return `grants`
-	}
-	return `grants INDEXED BY grants_ended_by_lock_order`
+	return `grants ` + d.indexedBy("grants_ended_by_lock_order")
 }
 
 // GrantPredecessors returns the predecessors of the grant of lock's token,

@@ -88,11 +88,7 @@ func GrantsLapse(tx *Tx, now int64) error {
 // never the live rows of a lock's crowd of shared holders. SQLite, which
 // would take the primary key for the same range, is told so.
 var qGrantsPruneLock = perDialect("GrantsPruneLock", func(d dialect) string {
-	from := `grants`
-	if _, pg := d.(postgresDialect); !pg {
-		from = `grants INDEXED BY grants_ended_by_lock`
-	}
-	return `DELETE FROM ` + from + ` WHERE lock = ? AND token <= ? AND ended IS NOT NULL`
+	return `DELETE FROM grants ` + d.indexedBy("grants_ended_by_lock") + ` WHERE lock = ? AND token <= ? AND ended IS NOT NULL`
 })
 
 // GrantsPruneLock deletes lock's ended rows once its counter reached

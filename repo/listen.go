@@ -15,8 +15,8 @@ import (
 // because notifications sent while it was not are lost for good and the
 // caller must catch up by reading the state. PostgreSQL only.
 func (d *DB) Listen(ctx context.Context, ready func(), fn func(payload string)) error {
-	if !d.postgres() {
-		return errors.New("listen: only a PostgreSQL database has notifications")
+	if !d.dialect.peers() {
+		return errors.New("listen: only a database that servers share has notifications")
 	}
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {

@@ -161,37 +161,17 @@ func (d *DB) recover(ctx context.Context) error {
 	return nil
 }
 
-// failed notes a statement's error and tells a lost database from a bug:
-// on PostgreSQL an error of the connection, of a failover or of a timeout,
-// on SQLite a full disk or a failed write (sqliteFailed), comes back
-// wrapped in lk.ErrUnavailable.
+// failed notes a statement's error and tells a lost database from a bug
+// (dialect.failed): the database's absence comes back wrapped in
+// lk.ErrUnavailable.
 func (d *DB) failed(err error) error {
 	if err == nil || errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
-	if !d.postgres() {
-		return sqliteFailed(err)
-	}
-	d.suspect = true
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch {
-		case strings.HasPrefix(pe.Code, "08"), // connection exception
-			strings.HasPrefix(pe.Code, "57"), // operator intervention: shutdown, cancel
-			pe.Code == "55P03",               // lock_not_available: lock_timeout
-			pe.Code == "25P03",               // idle_in_transaction_session_timeout
-			pe.Code == "40001", pe.Code == "40P01":
-			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
-		case pe.Code == "25006": // read_only_sql_transaction: a standby, after a failover
-			d.replace = true
-			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
-		}
-		return err
-	}
-	if lostConnection(err) {
-		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
-	}
-	return err // a bug of ours, not the database's absence
+	mapped, suspect, replace := d.dialect.failed(err)
+	d.suspect = d.suspect || suspect
+	d.replace = d.replace || replace
+	return mapped
 }
 
 // lostConnection reports whether err, not an answer of the server, says
@@ -213,7 +193,7 @@ func lostConnection(err error) bool {
 // another. Other strings, all but the oddest, are stored as they are.
 
 func (tx *Tx) encode(args []any) []any {
-	if !tx.d.postgres() {
+	if !tx.d.dialect.escapesText() {
 		return args
 	}
 	var out []any
@@ -234,7 +214,7 @@ func (tx *Tx) encode(args []any) []any {
 // decode unescapes every string that dests (pointers, to strings, structs
 // or slices of structs, as Scan and Select fill them) hold.
 func (tx *Tx) decode(dests ...any) {
-	if !tx.d.postgres() {
+	if !tx.d.dialect.escapesText() {
 		return
 	}
 	for _, d := range dests {

@@ -20,10 +20,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"math"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -37,25 +35,11 @@ import (
 // PostgreSQL each is a connection of the server's budget.
 const readConns = 4
 
-// readDeadline bounds a read on PostgreSQL, as txDeadline (package service)
-// bounds a write: a database that stalls must not hold a handler forever.
-const readDeadline = 15 * time.Second
-
 // ErrNoReadConnection is Read's error for a database that has no
 // connection apart from the writer's: a private in-memory SQLite database
 // exists on one connection only. The caller reads in a write transaction
 // instead.
 var ErrNoReadConnection = errors.New("repo: this database has no read connection apart from the writer's")
-
-// qReadBegin starts a read transaction: one snapshot for the statements of
-// a read. SQLite's plain BEGIN takes no lock until the first SELECT, and
-// then only a WAL read mark.
-var qReadBegin = perDialect("Read.begin", func(d dialect) string {
-	if _, pg := d.(postgresDialect); pg {
-		return `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`
-	}
-	return `BEGIN`
-})
 
 // readPool holds the read connections of a DB, each a DB of its own (its
 // connection, its prepared statements), opened when first needed.
@@ -110,11 +94,9 @@ func (w *DB) reader(ctx context.Context, sdb *sqlx.DB) (*DB, error) {
 	conn, err := sdb.Connx(ctx)
 	if err != nil {
 		sdb.Close()
-		if w.postgres() {
-			// The database is away, as a write would find it; w's own
-			// connection is not the one that failed.
-			return nil, fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
-		}
+		// As a write would find it: the database is away (w's own
+		// connection is not the one that failed).
+		err, _, _ = w.dialect.failed(err)
 		return nil, err
 	}
 	return &DB{db: sdb, conn: conn, dialect: w.dialect, texts: w.texts, stmts: make([]*sqlx.Stmt, len(w.texts)),
@@ -201,9 +183,9 @@ func (d *DB) Read(ctx context.Context, fn func(tx *Tx) error) error {
 	// statement. A read is bounded by its page instead, and on PostgreSQL
 	// by a deadline.
 	rctx := context.WithoutCancel(ctx)
-	if d.postgres() {
+	if deadline := d.dialect.readDeadline(); deadline > 0 {
 		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(rctx, readDeadline)
+		rctx, cancel = context.WithTimeout(rctx, deadline)
 		defer cancel()
 	}
 	r, err := d.reads.get(ctx)

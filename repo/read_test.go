@@ -49,7 +49,7 @@ func TestReadApartFromWriter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.postgres() {
+			if d.dialect.peers() {
 				if _, _, err := ServiceRowLock(w); err != nil {
 					t.Fatal(err)
 				}

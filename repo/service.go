@@ -74,18 +74,10 @@ func Notify(tx *Tx, payload string) error {
 	return err
 }
 
-// qNotifyEventID is Notify that also writes the service row's event
-// counter, in one round trip: a transaction that changed nothing else of
-// the row need not write it apart. PostgreSQL only, as Notify.
-var qNotifyEventID = perDialect("Notify.event-id", func(d dialect) string {
-	if d.notify() == "" {
-		return ""
-	}
-	return `WITH c AS (UPDATE service SET event_id = ?3 WHERE id = 1) SELECT pg_notify(?1, ?2)`
-})
-
-// NotifyEventID is Notify, writing eventID to the service row in the same
-// statement.
+// NotifyEventID is Notify, writing eventID to the service row's event
+// counter in the same statement: a transaction that changed nothing else
+// of the row need not write it apart, a round trip less. PostgreSQL only,
+// as Notify.
 func NotifyEventID(tx *Tx, payload string, eventID int64) error {
 	_, err := tx.exec(qNotifyEventID, tx.d.channel, payload, eventID)
 	return err
