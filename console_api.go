@@ -78,15 +78,6 @@ type GraphClient struct {
 	Age    int64  `json:"age"`
 }
 
-// GraphHold is an edge from a lock to a client that holds it.
-type GraphHold struct {
-	Lock      string `json:"lock"`
-	Client    string `json:"client"`
-	Mode      Mode   `json:"mode"`
-	Token     int64  `json:"token"`
-	ExpiresAt int64  `json:"expires_at"`
-}
-
 // GraphWait is an edge from a client to the lock it waits for. The waits
 // of one lock come in queue order; GET /v1/inspect gives their ranks.
 type GraphWait struct {
@@ -105,7 +96,7 @@ type GraphWait struct {
 type GraphResult struct {
 	Locks   []GraphLock   `json:"locks"`
 	Clients []GraphClient `json:"clients"`
-	Holds   []GraphHold   `json:"holds"`
+	Holds   []Holder      `json:"holds"` // an edge from a lock to a client that holds it
 	Waits   []GraphWait   `json:"waits"`
 	Cut     bool          `json:"cut"`
 }

@@ -44,7 +44,7 @@ type Event struct {
 	Position     int64         `json:"position,omitempty"`     // queue, withdraw; grant from the queue
 	Abort        *Abort        `json:"abort,omitempty"`        // deadlock_abort
 	Requester    *string       `json:"requester,omitempty"`    // deadlock_abort: whose acquire found the cycle
-	Lost         []Hold        `json:"lost,omitempty"`         // deadlock_abort: the victim's leases
+	Lost         []Holder      `json:"lost,omitempty"`         // deadlock_abort: the victim's leases, Client left out
 	Highest      int64         `json:"highest,omitempty"`      // stale_write, unfence
 	// Truncated: predecessors, abort's cycle or lost lost their tail, so
 	// that the event fits a notification between servers on PostgreSQL.
@@ -79,7 +79,7 @@ type eventTail struct {
 	Position     int64         `json:"position,omitempty"`
 	Abort        *Abort        `json:"abort,omitempty"`
 	Requester    *string       `json:"requester,omitempty"`
-	Lost         []Hold        `json:"lost,omitempty"`
+	Lost         []Holder      `json:"lost,omitempty"`
 	Highest      int64         `json:"highest,omitempty"`
 	Truncated    bool          `json:"truncated,omitempty"`
 }

@@ -103,9 +103,13 @@ type ReadResult struct {
 	Token int64   `json:"token,omitempty"`
 }
 
-// Holder is one lease on a lock.
+// Holder is one lease as the answers show it. An answer about one lock
+// (inspect's holders) leaves Lock out, one about one client (status's
+// holds, a deadlock abort's lost leases) leaves Client out, and the
+// wait-for graph's edges have both. Lock and client names are never empty.
 type Holder struct {
-	Client    string `json:"client"`
+	Lock      string `json:"lock,omitempty"`
+	Client    string `json:"client,omitempty"`
 	Mode      Mode   `json:"mode"`
 	Token     int64  `json:"token"`
 	ExpiresAt int64  `json:"expires_at"`
@@ -128,14 +132,6 @@ type InspectResult struct {
 	Queue   []Waiter `json:"queue"`
 }
 
-// Hold is one lease of a client.
-type Hold struct {
-	Lock      string `json:"lock" db:"lock"`
-	Mode      Mode   `json:"mode" db:"mode"`
-	Token     int64  `json:"token" db:"token"`
-	ExpiresAt int64  `json:"expires_at" db:"expires_at"`
-}
-
 // WaitingFor is the lock a client waits for and its rank in that queue.
 type WaitingFor struct {
 	Lock     string `json:"lock"`
@@ -151,7 +147,7 @@ type WaitingFor struct {
 type StatusResult struct {
 	Client  string      `json:"client"`
 	Age     int64       `json:"age"`
-	Holds   []Hold      `json:"holds"` // by lock name
+	Holds   []Holder    `json:"holds"` // by lock name, Client left out
 	Waiting *WaitingFor `json:"waiting"`
 	Next    *string     `json:"next"`
 	// Aborted explains why an unregistered client was last aborted as a
@@ -162,7 +158,7 @@ type StatusResult struct {
 type statusWire struct {
 	Client  string      `json:"client"`
 	Age     *int64      `json:"age"`
-	Holds   []Hold      `json:"holds"`
+	Holds   []Holder    `json:"holds"`
 	Waiting *WaitingFor `json:"waiting"`
 	Next    *string     `json:"next"`
 	Aborted *Abort      `json:"aborted,omitempty"`
@@ -175,7 +171,7 @@ func (r StatusResult) MarshalJSON() ([]byte, error) {
 		w.Age = &r.Age
 	}
 	if w.Holds == nil {
-		w.Holds = []Hold{}
+		w.Holds = []Holder{}
 	}
 	return marshal(w)
 }

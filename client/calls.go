@@ -160,13 +160,13 @@ func (c *Client) StatusPage(ctx context.Context, client, after string, limit int
 // the server's default size as it goes. It stops at the first error, which
 // it yields. As AllLocks, it is not a snapshot: each page is read at its
 // own time.
-func (c *Client) AllHolds(ctx context.Context, client string) iter.Seq2[lk.Hold, error] {
-	return func(yield func(lk.Hold, error) bool) {
+func (c *Client) AllHolds(ctx context.Context, client string) iter.Seq2[lk.Holder, error] {
+	return func(yield func(lk.Holder, error) bool) {
 		after := ""
 		for {
 			page, err := c.StatusPage(ctx, client, after, 0)
 			if err != nil {
-				yield(lk.Hold{}, err)
+				yield(lk.Holder{}, err)
 				return
 			}
 			for _, h := range page.Holds {

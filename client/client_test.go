@@ -162,7 +162,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	cs, err := s.Status(ctx, "etl-a")
 	if err != nil || cs.Client != "etl-a" || cs.Age != 1 || cs.Waiting != nil || len(cs.Holds) != 1 ||
-		cs.Holds[0] != (lk.Hold{Lock: "exports/daily", Mode: lk.Exclusive, Token: 1, ExpiresAt: r.ExpiresAt}) {
+		cs.Holds[0] != (lk.Holder{Lock: "exports/daily", Mode: lk.Exclusive, Token: 1, ExpiresAt: r.ExpiresAt}) {
 		t.Errorf("Status = %+v, %v", cs, err)
 	}
 	if cs, err := s.Status(ctx, "nobody"); err != nil || cs.Client != "nobody" || cs.Age != 0 || len(cs.Holds) != 0 || cs.Waiting != nil {

@@ -6,7 +6,7 @@ package repo
 // two reads that tell, after a kill, whether the last audited transaction
 // committed (service.AuditCommitted).
 
-var qLeaseTake = shared("LeaseTake", `DELETE FROM leases WHERE lock = ? AND client = ?
+var qLeaseTake = portable("LeaseTake", `DELETE FROM leases WHERE lock = ? AND client = ?
 		RETURNING mode, token, granted_at, expires_at`)
 
 // LeaseTake removes client's lease on lock and returns it; found is false
@@ -17,7 +17,7 @@ func LeaseTake(tx *Tx, lock, client string) (l LeaseRow, found bool, err error) 
 	return l, found, err
 }
 
-var qQueueTakeClient = shared("QueueTakeClient", `DELETE FROM queue_entries WHERE client = ?
+var qQueueTakeClient = portable("QueueTakeClient", `DELETE FROM queue_entries WHERE client = ?
 		RETURNING lock, position, mode, ttl, queued_at`)
 
 // QueueTakeClient removes client's queue entry, if it has one, and returns
@@ -28,7 +28,7 @@ func QueueTakeClient(tx *Tx, client string) (e QueueEntry, found bool, err error
 	return e, found, err
 }
 
-var qLockLastToken = shared("LockLastToken", `SELECT last_token FROM locks WHERE name = ?`)
+var qLockLastToken = portable("LockLastToken", `SELECT last_token FROM locks WHERE name = ?`)
 
 // LockLastToken returns lock's fencing counter: the highest token it ever
 // handed out, 0 for a lock never granted.
@@ -37,7 +37,7 @@ func LockLastToken(tx *Tx, lock string) (int64, error) {
 	return v, err
 }
 
-var qQueueHas = shared("QueueHas", `SELECT 1 FROM queue_entries WHERE lock = ? AND position = ?`)
+var qQueueHas = portable("QueueHas", `SELECT 1 FROM queue_entries WHERE lock = ? AND position = ?`)
 
 // QueueHas reports whether lock's queue still holds the entry at position.
 func QueueHas(tx *Tx, lock string, position int64) (bool, error) {

@@ -1,6 +1,6 @@
 package repo
 
-var qClientRegister = shared("ClientRegister", `INSERT INTO clients (age, name, registered_at) VALUES (?, ?, ?)`)
+var qClientRegister = portable("ClientRegister", `INSERT INTO clients (age, name, registered_at) VALUES (?, ?, ?)`)
 
 // ClientRegister registers name with the given age (D1).
 func ClientRegister(tx *Tx, name string, age, now int64) error {
@@ -8,7 +8,7 @@ func ClientRegister(tx *Tx, name string, age, now int64) error {
 	return err
 }
 
-var qClientDelete = shared("ClientDelete", `DELETE FROM clients WHERE name = ?`)
+var qClientDelete = portable("ClientDelete", `DELETE FROM clients WHERE name = ?`)
 
 // ClientDelete unregisters a client (D4.3).
 func ClientDelete(tx *Tx, name string) error {
@@ -16,7 +16,7 @@ func ClientDelete(tx *Tx, name string) error {
 	return err
 }
 
-var qClientWaitingFor = shared("ClientWaitingFor", `SELECT lock FROM queue_entries WHERE client = ?`)
+var qClientWaitingFor = portable("ClientWaitingFor", `SELECT lock FROM queue_entries WHERE client = ?`)
 
 // ClientWaitingFor returns the lock client is queued for; "" when it waits
 // for none.
@@ -26,7 +26,7 @@ func ClientWaitingFor(tx *Tx, client string) (string, error) {
 	return lock, err
 }
 
-var qClientRegistered = shared("ClientRegistered", `SELECT 1 FROM clients WHERE name = ?`)
+var qClientRegistered = portable("ClientRegistered", `SELECT 1 FROM clients WHERE name = ?`)
 
 // ClientRegistered reports whether client is registered (D1).
 func ClientRegistered(tx *Tx, client string) (bool, error) {

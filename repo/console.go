@@ -11,8 +11,8 @@ import (
 // the wait-for graph around a lock or a client.
 
 var (
-	qStoreFence = shared("StoreFence", `SELECT highest_token, key_count FROM store_fences WHERE lock = ?`)
-	qStorePage  = shared("StorePage", `SELECT key, token, written_at, octet_length(value) AS value_bytes
+	qStoreFence = portable("StoreFence", `SELECT highest_token, key_count FROM store_fences WHERE lock = ?`)
+	qStorePage  = portable("StorePage", `SELECT key, token, written_at, octet_length(value) AS value_bytes
 		  FROM store_values WHERE lock = ?1 AND key > ?2 ORDER BY key LIMIT ?3`)
 )
 
@@ -39,15 +39,15 @@ func StorePage(tx *Tx, lock, after string, limit int) (highest *int64, keys int6
 }
 
 var (
-	qGraphLock    = shared("GraphLock", `SELECT queue_length FROM locks WHERE name = ?`)
-	qGraphHolders = shared("GraphHolders", `SELECT client, mode, token, expires_at FROM leases
+	qGraphLock    = portable("GraphLock", `SELECT queue_length FROM locks WHERE name = ?`)
+	qGraphHolders = portable("GraphHolders", `SELECT client, mode, token, expires_at FROM leases
 		 WHERE lock = ?1 ORDER BY token LIMIT ?2`)
-	qGraphQueue = shared("GraphQueue", `SELECT client, mode, queued_at FROM queue_entries
+	qGraphQueue = portable("GraphQueue", `SELECT client, mode, queued_at FROM queue_entries
 		 WHERE lock = ?1 ORDER BY position LIMIT ?2`)
-	qGraphClient = shared("GraphClient", `SELECT age FROM clients WHERE name = ?`)
-	qGraphHolds  = shared("GraphHolds", `SELECT lock, mode, token, expires_at FROM leases
+	qGraphClient = portable("GraphClient", `SELECT age FROM clients WHERE name = ?`)
+	qGraphHolds  = portable("GraphHolds", `SELECT lock, mode, token, expires_at FROM leases
 		 WHERE client = ?1 AND expires_at > ?2 ORDER BY lock LIMIT ?3`)
-	qGraphWait = shared("GraphWait", `SELECT lock, mode, queued_at FROM queue_entries WHERE client = ?`)
+	qGraphWait = portable("GraphWait", `SELECT lock, mode, queued_at FROM queue_entries WHERE client = ?`)
 )
 
 // ErrGraphUnsettled is Graph's error when a lock it reached has waiters
@@ -63,7 +63,7 @@ var ErrGraphUnsettled = errors.New("repo: a lock of the graph has a lapsed lease
 // what it shows (at most maxNodes lookups of maxNodes+1 rows each), however
 // large the component or the database.
 func Graph(tx *Tx, lock, client string, maxNodes int, now int64) (lk.GraphResult, error) {
-	g := lk.GraphResult{Locks: []lk.GraphLock{}, Clients: []lk.GraphClient{}, Holds: []lk.GraphHold{}, Waits: []lk.GraphWait{}}
+	g := lk.GraphResult{Locks: []lk.GraphLock{}, Clients: []lk.GraphClient{}, Holds: []lk.Holder{}, Waits: []lk.GraphWait{}}
 	type node struct {
 		lock bool
 		name string
@@ -85,7 +85,7 @@ func Graph(tx *Tx, lock, client string, maxNodes int, now int64) (lk.GraphResult
 		todo = append(todo, n)
 		return true
 	}
-	hold := func(h lk.GraphHold) {
+	hold := func(h lk.Holder) {
 		if add(node{true, h.Lock}) && add(node{false, h.Client}) && !edges[[2]string{h.Lock, h.Client}] {
 			edges[[2]string{h.Lock, h.Client}] = true
 			g.Holds = append(g.Holds, h)
@@ -126,7 +126,7 @@ func Graph(tx *Tx, lock, client string, maxNodes int, now int64) (lk.GraphResult
 					}
 					continue
 				}
-				hold(lk.GraphHold{Lock: n.name, Client: h.Client, Mode: h.Mode, Token: h.Token, ExpiresAt: h.ExpiresAt})
+				hold(lk.Holder{Lock: n.name, Client: h.Client, Mode: h.Mode, Token: h.Token, ExpiresAt: h.ExpiresAt})
 			}
 			if waiting == 0 {
 				continue
@@ -152,7 +152,7 @@ func Graph(tx *Tx, lock, client string, maxNodes int, now int64) (lk.GraphResult
 			return g, err
 		}
 		g.Clients = append(g.Clients, lk.GraphClient{Client: n.name, Age: age})
-		var holds []lk.Hold
+		var holds []LeaseRow
 		if err := tx.selectAll(&holds, qGraphHolds, n.name, now, limit); err != nil {
 			return g, err
 		}
@@ -160,7 +160,7 @@ func Graph(tx *Tx, lock, client string, maxNodes int, now int64) (lk.GraphResult
 			g.Cut = true
 		}
 		for _, h := range holds {
-			hold(lk.GraphHold{Lock: h.Lock, Client: n.name, Mode: h.Mode, Token: h.Token, ExpiresAt: h.ExpiresAt})
+			hold(lk.Holder{Lock: h.Lock, Client: n.name, Mode: h.Mode, Token: h.Token, ExpiresAt: h.ExpiresAt})
 		}
 		var w lk.GraphWait
 		found, err := tx.row(qGraphWait, []any{n.name}, &w.Lock, &w.Mode, &w.QueuedAt)

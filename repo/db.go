@@ -1,15 +1,19 @@
-// Package repo holds all of leasekeeper's SQL, one file per table. Every
-// function takes the transaction handle *Tx and, when it needs time, "now" as an
-// argument; none reads a clock. The rules that decide which function to call
-// live in package service.
+// Package repo is the store: all of leasekeeper's SQL. Each table's
+// statements are in one file named after it (service.go, locks.go,
+// clients.go, leases.go, queue.go, store.go, grants.go, and the aborts
+// table in explain.go); the reads that join several have files of their
+// own, by who needs them: views.go (the contract's inspect and status),
+// waits.go (the wait-for graph), read.go (reads apart from the writer),
+// console.go and explain.go. Every function takes the transaction handle
+// *Tx and, when it needs time, "now" as an argument; none reads a clock.
+// The rules that decide which function to call live in package service.
 //
 // Every statement is declared once, at package level, in a registry
 // (statements.go), and Tx runs only registered statements. Most are written
-// once for SQLite and PostgreSQL; the few that differ are the dialect's
+// once for SQLite and PostgreSQL (portable); what differs is the dialect's
 // (dialect.go), which Open picks once.
 //
-// It is part of leasekeeper's implementation, not meant for import by other
-// modules: its API is not stable.
+// Its API is not stable: it is leasekeeper's implementation.
 package repo
 
 import (
@@ -43,7 +47,7 @@ const MemoryPath = ":memory:"
 // are prepared once on it, which is the largest saving SQLite offers here
 // (docs/performance.md). A DB is not safe for concurrent use; package service
 // serializes access to it. Several processes may share one PostgreSQL
-// database: see Shared and Lock.
+// database: see HasPeers and ServiceRowLock.
 type DB struct {
 	db      *sqlx.DB
 	conn    *sqlx.Conn
@@ -268,11 +272,11 @@ func (d *DB) Begin(ctx context.Context) (*Tx, error) {
 }
 
 var (
-	qCommit              = shared("Commit", `COMMIT`)
-	qSavepoint           = shared("Savepoint", `SAVEPOINT op`)
-	qReleaseSavepoint    = shared("ReleaseSavepoint", `RELEASE op`)
-	qRollbackToSavepoint = shared("RollbackToSavepoint", `ROLLBACK TO op`)
-	qRollback            = shared("Rollback", `ROLLBACK`)
+	qCommit              = portable("Commit", `COMMIT`)
+	qSavepoint           = portable("Savepoint", `SAVEPOINT op`)
+	qReleaseSavepoint    = portable("ReleaseSavepoint", `RELEASE op`)
+	qRollbackToSavepoint = portable("RollbackToSavepoint", `ROLLBACK TO op`)
+	qRollback            = portable("Rollback", `ROLLBACK`)
 )
 
 // Commit makes the transaction's changes durable (as the synchronous setting allows).

@@ -120,5 +120,5 @@ func TestRegistryClosed(t *testing.T) {
 			t.Error("shared after initialization did not panic")
 		}
 	}()
-	shared("late", `SELECT 1`)
+	portable("late", `SELECT 1`)
 }

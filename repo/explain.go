@@ -17,7 +17,7 @@ var (
 	// hand-over: one granted before at, an exclusive one, or one that had
 	// ended before token was granted. A walk down the primary key from
 	// token, as long as the run of readers granted together.
-	qGrantBeforeRun = shared("GrantBeforeRun", `SELECT token FROM grants WHERE lock = ?1 AND token < ?2
+	qGrantBeforeRun = portable("GrantBeforeRun", `SELECT token FROM grants WHERE lock = ?1 AND token < ?2
 		AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
 		ORDER BY token DESC LIMIT 1`)
 	// A holder still live when token was granted: a lease live now with an
@@ -115,7 +115,7 @@ func GrantHoldTimes(tx *Tx, lock string, limit int) ([]HoldTime, error) {
 	return out, err
 }
 
-var qLockHoldersByMode = shared("LockHoldersByMode", `SELECT mode, max(granted_at), max(expires_at) FROM leases
+var qLockHoldersByMode = portable("LockHoldersByMode", `SELECT mode, max(granted_at), max(expires_at) FROM leases
 		WHERE lock = ? GROUP BY mode`)
 
 // HoldersByMode sums up a lock's holders of one mode: the latest start and
@@ -141,7 +141,7 @@ func LockHoldersByMode(tx *Tx, lock string) ([]HoldersByMode, error) {
 	return out, err
 }
 
-var qQueueModesThrough = shared("QueueModesThrough", `SELECT q.mode FROM queue_entries me
+var qQueueModesThrough = portable("QueueModesThrough", `SELECT q.mode FROM queue_entries me
 		JOIN queue_entries q ON q.lock = me.lock AND q.position <= me.position
 		WHERE me.client = ? ORDER BY q.position`)
 
@@ -171,7 +171,7 @@ type AbortRow struct {
 	Cycle     []lk.CycleMember
 }
 
-var qAbortInsert = shared("AbortInsert", `INSERT INTO aborts (client, age, aborted_at, requester, lock, cycle)
+var qAbortInsert = portable("AbortInsert", `INSERT INTO aborts (client, age, aborted_at, requester, lock, cycle)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (client, age) DO NOTHING`)
 
 // AbortInsert records a deadlock victim.
@@ -184,7 +184,7 @@ func AbortInsert(tx *Tx, a AbortRow) error {
 	return err
 }
 
-var qAbortLatest = shared("AbortLatest", `SELECT age, aborted_at, requester, lock, cycle FROM aborts
+var qAbortLatest = portable("AbortLatest", `SELECT age, aborted_at, requester, lock, cycle FROM aborts
 		WHERE client = ? ORDER BY age DESC LIMIT 1`)
 
 // AbortLatest returns client's last abort; found is false when history
@@ -199,7 +199,7 @@ func AbortLatest(tx *Tx, client string) (a AbortRow, found bool, err error) {
 	return a, true, json.Unmarshal([]byte(cycle), &a.Cycle)
 }
 
-var qAbortsPruneBefore = shared("AbortsPruneBefore", `DELETE FROM aborts WHERE (client, age) IN
+var qAbortsPruneBefore = portable("AbortsPruneBefore", `DELETE FROM aborts WHERE (client, age) IN
 		(SELECT client, age FROM aborts WHERE aborted_at < ? ORDER BY aborted_at LIMIT ?)`)
 
 // AbortsPruneBefore deletes up to limit aborts older than before, oldest
@@ -208,7 +208,7 @@ func AbortsPruneBefore(tx *Tx, before int64, limit int) (int64, error) {
 	return tx.affected(qAbortsPruneBefore, before, limit)
 }
 
-var qGrantLostInAbort = shared("GrantLostInAbort", `SELECT count(*) FROM grants
+var qGrantLostInAbort = portable("GrantLostInAbort", `SELECT count(*) FROM grants
 		WHERE client = ?1 AND lock = ?2 AND granted_at <= ?3 AND ended = 'aborted' AND ended_at = ?3`)
 
 // GrantLostInAbort reports whether client's lease on lock ended in its
@@ -218,7 +218,7 @@ func GrantLostInAbort(tx *Tx, client, lock string, at int64) (bool, error) {
 	return n > 0, err
 }
 
-var qGrantGet = shared("GrantGet", `SELECT client, mode, granted_at, expires_at FROM grants WHERE lock = ? AND token = ?`)
+var qGrantGet = portable("GrantGet", `SELECT client, mode, granted_at, expires_at FROM grants WHERE lock = ? AND token = ?`)
 
 // GrantGet returns the grant of lock's token, as a lease (its expiry the
 // last known); found is false when history does not keep it.

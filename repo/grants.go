@@ -23,7 +23,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 )
 
-var qGrantInsert = shared("GrantInsert", `INSERT INTO grants (lock, token, client, mode, granted_at, expires_at)
+var qGrantInsert = portable("GrantInsert", `INSERT INTO grants (lock, token, client, mode, granted_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (lock, token) DO NOTHING`)
 
 // GrantInsert records the grant of lease l, live. A token already recorded
@@ -35,7 +35,7 @@ func GrantInsert(tx *Tx, l LeaseRow) error {
 	return err
 }
 
-var qGrantInsertEnded = shared("GrantInsertEnded", `INSERT INTO grants
+var qGrantInsertEnded = portable("GrantInsertEnded", `INSERT INTO grants
 		(lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (lock, token) DO NOTHING`)
 
@@ -49,7 +49,7 @@ func GrantInsertLapsed(tx *Tx, l LeaseRow, endedAfter int64) error {
 	return err
 }
 
-var qGrantRenew = shared("GrantRenew", `UPDATE grants SET expires_at = ? WHERE lock = ? AND token = ?`)
+var qGrantRenew = portable("GrantRenew", `UPDATE grants SET expires_at = ? WHERE lock = ? AND token = ?`)
 
 // grantRenew keeps the row of lock's token current after a renew.
 func grantRenew(tx *Tx, lock string, token, expiresAt int64) error {
@@ -57,7 +57,7 @@ func grantRenew(tx *Tx, lock string, token, expiresAt int64) error {
 	return err
 }
 
-var qGrantEnd = shared("GrantEnd", `UPDATE grants SET ended = ?1, ended_at = ?2,
+var qGrantEnd = portable("GrantEnd", `UPDATE grants SET ended = ?1, ended_at = ?2,
 		ended_after_token = (SELECT last_token FROM locks WHERE name = ?3) WHERE lock = ?3 AND token = ?4`)
 
 // grantEnd records that lock's token ended, how and when, and after which
@@ -68,7 +68,7 @@ func grantEnd(tx *Tx, lock string, token int64, how lk.Ending, at int64) error {
 	return err
 }
 
-var qGrantsLapse = shared("GrantsLapse", `UPDATE grants SET ended = 'lapsed', ended_at = expires_at,
+var qGrantsLapse = portable("GrantsLapse", `UPDATE grants SET ended = 'lapsed', ended_at = expires_at,
 		ended_after_token = (SELECT g.token FROM grants g WHERE g.lock = grants.lock AND g.granted_at < grants.expires_at
 			ORDER BY g.token DESC LIMIT 1)
 		WHERE (lock, token) IN (SELECT lock, token FROM leases WHERE expires_at <= ?)`)
@@ -102,7 +102,7 @@ func GrantsPruneLock(tx *Tx, lock string, lastToken, keep int64) error {
 	return err
 }
 
-var qGrantsPruneEndedBefore = shared("GrantsPruneEndedBefore", `DELETE FROM grants WHERE (lock, token) IN
+var qGrantsPruneEndedBefore = portable("GrantsPruneEndedBefore", `DELETE FROM grants WHERE (lock, token) IN
 		(SELECT lock, token FROM grants WHERE ended_at IS NOT NULL AND ended_at < ? ORDER BY ended_at LIMIT ?)`)
 
 // GrantsPruneEndedBefore deletes up to limit rows of leases that ended
@@ -115,10 +115,10 @@ func GrantsPruneEndedBefore(tx *Tx, before int64, limit int) (int64, error) {
 const grantColumns = `lock, token, client, mode, granted_at, expires_at, ended_at, ended`
 
 var (
-	qGrantsOfLock   = shared("GrantsOfLock", `SELECT `+grantColumns+` FROM grants WHERE lock = ? AND token < ? ORDER BY token DESC LIMIT ?`)
-	qGrantsOfClient = shared("GrantsOfClient", `SELECT `+grantColumns+` FROM grants
+	qGrantsOfLock   = portable("GrantsOfLock", `SELECT `+grantColumns+` FROM grants WHERE lock = ? AND token < ? ORDER BY token DESC LIMIT ?`)
+	qGrantsOfClient = portable("GrantsOfClient", `SELECT `+grantColumns+` FROM grants
 		WHERE client = ?1 ORDER BY granted_at DESC, lock DESC, token DESC LIMIT ?2`)
-	qGrantsOfClientAfter = shared("GrantsOfClient.after", `SELECT `+grantColumns+` FROM grants
+	qGrantsOfClientAfter = portable("GrantsOfClient.after", `SELECT `+grantColumns+` FROM grants
 		WHERE client = ?1 AND (granted_at, lock, token) < (?2, ?3, ?4)
 		ORDER BY granted_at DESC, lock DESC, token DESC LIMIT ?5`)
 )

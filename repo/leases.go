@@ -16,7 +16,7 @@ type LeaseRow struct {
 	ExpiresAt int64   `db:"expires_at"`
 }
 
-var qLeaseInsert = shared("LeaseInsert", `INSERT INTO leases (lock, client, mode, token, granted_at, expires_at)
+var qLeaseInsert = portable("LeaseInsert", `INSERT INTO leases (lock, client, mode, token, granted_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?)`)
 
 // LeaseInsert stores a new lease.
@@ -25,7 +25,7 @@ func LeaseInsert(tx *Tx, l LeaseRow) error {
 	return err
 }
 
-var qLeaseDelete = shared("LeaseDelete", `DELETE FROM leases WHERE lock = ? AND client = ?`)
+var qLeaseDelete = portable("LeaseDelete", `DELETE FROM leases WHERE lock = ? AND client = ?`)
 
 // LeaseDelete removes client's lease on lock; deleted is false when there was none.
 func LeaseDelete(tx *Tx, lock, client string) (deleted bool, err error) {
@@ -34,8 +34,8 @@ func LeaseDelete(tx *Tx, lock, client string) (deleted bool, err error) {
 }
 
 var (
-	qLeaseRenew     = shared("LeaseRenew", `UPDATE leases SET expires_at = ? WHERE lock = ? AND client = ?`)
-	qLeaseRenewRead = shared("LeaseRenew.read", `SELECT token, granted_at FROM leases WHERE lock = ? AND client = ?`)
+	qLeaseRenew     = portable("LeaseRenew", `UPDATE leases SET expires_at = ? WHERE lock = ? AND client = ?`)
+	qLeaseRenewRead = portable("LeaseRenew.read", `SELECT token, granted_at FROM leases WHERE lock = ? AND client = ?`)
 	qLeaseRenewOne  = perDialect("LeaseRenew.one", dialect.leaseRenew)
 )
 
@@ -74,7 +74,7 @@ func LeaseEnd(tx *Tx, lock, client string, how lk.Ending, at int64) (l LeaseRow,
 	return l, true, grantEnd(tx, lock, l.Token, how, at)
 }
 
-var qLeaseGet = shared("LeaseGet",
+var qLeaseGet = portable("LeaseGet",
 	`SELECT mode, token, granted_at, expires_at FROM leases WHERE lock = ? AND client = ?`)
 
 // LeaseGet returns client's lease on lock.
@@ -84,7 +84,7 @@ func LeaseGet(tx *Tx, lock, client string) (l LeaseRow, found bool, err error) {
 	return l, found, err
 }
 
-var qLeasesExpiredBy = shared("LeasesExpiredBy", `SELECT lock, client, mode, token, granted_at, expires_at FROM leases
+var qLeasesExpiredBy = portable("LeasesExpiredBy", `SELECT lock, client, mode, token, granted_at, expires_at FROM leases
 		WHERE expires_at <= ? ORDER BY expires_at, lock, token`)
 
 // LeasesExpiredBy returns every lease with expires_at <= now, in the order
@@ -95,7 +95,7 @@ func LeasesExpiredBy(tx *Tx, now int64) ([]LeaseRow, error) {
 	return ls, err
 }
 
-var qLeasesDeleteExpiredBy = shared("LeasesDeleteExpiredBy", `DELETE FROM leases WHERE expires_at <= ?`)
+var qLeasesDeleteExpiredBy = portable("LeasesDeleteExpiredBy", `DELETE FROM leases WHERE expires_at <= ?`)
 
 // LeasesDeleteExpiredBy deletes every lease with expires_at <= now.
 func LeasesDeleteExpiredBy(tx *Tx, now int64) error {
@@ -103,7 +103,7 @@ func LeasesDeleteExpiredBy(tx *Tx, now int64) error {
 	return err
 }
 
-var qLeasesEarliestExpiry = shared("LeasesEarliestExpiry", `SELECT min(expires_at) FROM leases`)
+var qLeasesEarliestExpiry = portable("LeasesEarliestExpiry", `SELECT min(expires_at) FROM leases`)
 
 // LeasesEarliestExpiry returns the smallest expires_at of all leases; ok is
 // false when there are none.
@@ -113,12 +113,22 @@ func LeasesEarliestExpiry(tx *Tx) (at int64, ok bool, err error) {
 	return v.Int64, v.Valid, err
 }
 
-var qLeasesOfClient = shared("LeasesOfClient", `SELECT lock, mode, token, expires_at FROM leases
+var qLeasesOfClient = portable("LeasesOfClient", `SELECT lock, mode, token, expires_at FROM leases
 		WHERE client = ? ORDER BY lock`)
 
 // LeasesOfClient lists client's leases by lock name, byte-wise (D4.3).
-func LeasesOfClient(tx *Tx, client string) ([]lk.Hold, error) {
-	hs := []lk.Hold{}
-	err := tx.selectAll(&hs, qLeasesOfClient, client)
-	return hs, err
+func LeasesOfClient(tx *Tx, client string) ([]lk.Holder, error) {
+	var rows []LeaseRow
+	err := tx.selectAll(&rows, qLeasesOfClient, client)
+	return holdsOf(rows), err
+}
+
+// holdsOf turns a client's lease rows into holders as the answers show
+// them: by lock, the client left out.
+func holdsOf(rows []LeaseRow) []lk.Holder {
+	out := make([]lk.Holder, len(rows))
+	for i, r := range rows {
+		out[i] = lk.Holder{Lock: r.Lock, Mode: r.Mode, Token: r.Token, ExpiresAt: r.ExpiresAt}
+	}
+	return out
 }

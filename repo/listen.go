@@ -73,7 +73,7 @@ func (d *DB) listenOnce(ctx context.Context, ready func(), fn func(string)) erro
 }
 
 // qPing checks that a connection is alive.
-var qPing = shared("Ping", `SELECT 1`)
+var qPing = portable("Ping", `SELECT 1`)
 
 // listenIdle is how long the listener waits for a notification before it
 // checks its connection.

@@ -38,7 +38,7 @@ func LockGrant(tx *Tx, l LeaseRow, newLock bool, keep int64) error {
 	return GrantsPruneLock(tx, l.Lock, l.Token, keep)
 }
 
-var qLockCreate = shared("LockCreate", `INSERT INTO locks (name, last_token) VALUES (?, 1)`)
+var qLockCreate = portable("LockCreate", `INSERT INTO locks (name, last_token) VALUES (?, 1)`)
 
 // LockCreate inserts a lock whose first grant is happening now: its counter
 // starts at token 1 (L5).
@@ -47,7 +47,7 @@ func LockCreate(tx *Tx, lock string) error {
 	return err
 }
 
-var qLockTakeToken = shared("LockTakeToken", `UPDATE locks SET last_token = last_token + 1 WHERE name = ?`)
+var qLockTakeToken = portable("LockTakeToken", `UPDATE locks SET last_token = last_token + 1 WHERE name = ?`)
 
 // LockTakeToken advances the lock's fencing counter by one (L5).
 func LockTakeToken(tx *Tx, lock string) error {
@@ -55,7 +55,7 @@ func LockTakeToken(tx *Tx, lock string) error {
 	return err
 }
 
-var qLockEnqueue = shared("LockEnqueue", `UPDATE locks SET queue_length = queue_length + 1, last_position = last_position + 1
+var qLockEnqueue = portable("LockEnqueue", `UPDATE locks SET queue_length = queue_length + 1, last_position = last_position + 1
 		WHERE name = ?`)
 
 // LockEnqueue counts a new waiter and hands out the next position.
@@ -64,7 +64,7 @@ func LockEnqueue(tx *Tx, lock string) error {
 	return err
 }
 
-var qLockDequeue = shared("LockDequeue", `UPDATE locks SET queue_length = queue_length - 1 WHERE name = ?`)
+var qLockDequeue = portable("LockDequeue", `UPDATE locks SET queue_length = queue_length - 1 WHERE name = ?`)
 
 // LockDequeue records that a waiter left the lock's queue without a grant.
 func LockDequeue(tx *Tx, lock string) error {

@@ -16,7 +16,7 @@ type QueueEntry struct {
 	QueuedAt int64   `db:"queued_at"`
 }
 
-var qQueueAppend = shared("QueueAppend", `INSERT INTO queue_entries (lock, position, client, mode, ttl, queued_at)
+var qQueueAppend = portable("QueueAppend", `INSERT INTO queue_entries (lock, position, client, mode, ttl, queued_at)
 		VALUES (?, ?, ?, ?, ?, ?)`)
 
 // QueueAppend stores a waiter; its position must be the lock's last_position
@@ -33,7 +33,7 @@ type QueueHead struct {
 	Staying   lk.Mode // mode of the lock's holders whose leases end after QueuePage's `outlasting`; "" if none
 }
 
-var qQueuePage = shared("QueuePage", `SELECT q.position, q.client, q.mode, q.ttl, q.queued_at, k.last_token,
+var qQueuePage = portable("QueuePage", `SELECT q.position, q.client, q.mode, q.ttl, q.queued_at, k.last_token,
 		       (SELECT mode FROM leases WHERE lock = ?1 AND expires_at > ?4 LIMIT 1)
 		  FROM queue_entries q JOIN locks k ON k.name = q.lock
 		 WHERE q.lock = ?1 AND q.position > ?2 ORDER BY q.position LIMIT ?3`)
@@ -59,8 +59,8 @@ func QueuePage(tx *Tx, lock string, from int64, limit int, outlasting int64) ([]
 }
 
 var (
-	qQueueGrantThrough        = shared("QueueGrantThrough", `DELETE FROM queue_entries WHERE lock = ? AND position <= ?`)
-	qQueueGrantThroughCounter = shared("QueueGrantThrough.counter", `UPDATE locks
+	qQueueGrantThrough        = portable("QueueGrantThrough", `DELETE FROM queue_entries WHERE lock = ? AND position <= ?`)
+	qQueueGrantThroughCounter = portable("QueueGrantThrough.counter", `UPDATE locks
 		SET last_token = last_token + ?, queue_length = queue_length - ? WHERE name = ?`)
 )
 
@@ -75,7 +75,7 @@ func QueueGrantThrough(tx *Tx, lock string, through, granted int64) error {
 	return err
 }
 
-var qQueueDeleteClient = shared("QueueDeleteClient", `DELETE FROM queue_entries WHERE client = ? RETURNING position`)
+var qQueueDeleteClient = portable("QueueDeleteClient", `DELETE FROM queue_entries WHERE client = ? RETURNING position`)
 
 // QueueDeleteClient removes client's queue entry, if it has one, and returns
 // its position (0 when there was none).
@@ -84,7 +84,7 @@ func QueueDeleteClient(tx *Tx, client string) (position int64, err error) {
 	return position, err
 }
 
-var qQueueRank = shared("QueueRank", `SELECT count(*) FROM queue_entries q JOIN queue_entries me
+var qQueueRank = portable("QueueRank", `SELECT count(*) FROM queue_entries q JOIN queue_entries me
 		ON me.client = ? AND q.lock = me.lock AND q.position <= me.position`)
 
 // QueueRank returns client's place in line on the lock it waits for (1 = next).

@@ -213,7 +213,7 @@ func (d *DB) Read(ctx context.Context, fn func(tx *Tx) error) error {
 // NoLimit asks the paged reads below for every row.
 const NoLimit = 0
 
-var qClientHead = shared("ClientHead", `SELECT c.age, q.lock,
+var qClientHead = portable("ClientHead", `SELECT c.age, q.lock,
 		       CASE WHEN q.lock IS NOT NULL THEN EXISTS (SELECT 1 FROM leases l WHERE l.lock = q.lock AND l.expires_at <= ?2) END
 		  FROM clients c LEFT JOIN queue_entries q ON q.client = c.name WHERE c.name = ?1`)
 
@@ -237,24 +237,24 @@ func ClientHeadGet(tx *Tx, client string, now int64) (ClientHead, error) {
 	return ClientHead{Age: age.Int64, WaitingFor: waiting.String, Unsettled: unsettled.Bool}, err
 }
 
-var qHoldsPage = shared("HoldsPage", `SELECT lock, mode, token, expires_at FROM leases
+var qHoldsPage = portable("HoldsPage", `SELECT lock, mode, token, expires_at FROM leases
 		WHERE client = ?1 AND lock > ?2 AND expires_at > ?3 ORDER BY lock LIMIT ?4`)
 
 // HoldsPage returns client's live leases at now by lock name: at most limit
 // of those after `after` ("" for the first page), all of them for NoLimit;
 // more is true when a next page has some. It reads leases_by_client from
 // `after` on, so a page costs what it shows, not all the client holds.
-func HoldsPage(tx *Tx, client, after string, limit int, now int64) (page []lk.Hold, more bool, err error) {
+func HoldsPage(tx *Tx, client, after string, limit int, now int64) (page []lk.Holder, more bool, err error) {
 	n := int64(math.MaxInt64)
 	if limit != NoLimit {
 		n = int64(limit) + 1
 	}
-	page = []lk.Hold{}
-	err = tx.selectAll(&page, qHoldsPage, client, after, now, n)
-	if limit != NoLimit && len(page) > limit {
-		page, more = page[:limit], true
+	var rows []LeaseRow
+	err = tx.selectAll(&rows, qHoldsPage, client, after, now, n)
+	if limit != NoLimit && len(rows) > limit {
+		rows, more = rows[:limit], true
 	}
-	return page, more, err
+	return holdsOf(rows), more, err
 }
 
 // liveLocks is LocksLive's statement, as locksActive (views.go) with the
@@ -276,8 +276,8 @@ func liveLocks(cond string) string {
 }
 
 var (
-	qLocksLiveAfter = shared("LocksLive.after", liveLocks("lock > ?1"))
-	qLocksLiveFrom  = shared("LocksLive.from", liveLocks("lock >= ?1"))
+	qLocksLiveAfter = portable("LocksLive.after", liveLocks("lock > ?1"))
+	qLocksLiveFrom  = portable("LocksLive.from", liveLocks("lock >= ?1"))
 )
 
 // LocksLive is LocksActive at now: the locks with live leases or waiters.
@@ -298,7 +298,7 @@ func LocksLive(tx *Tx, prefix, after string, limit int, now int64) (page []lk.Lo
 
 // qLiveCounts groups the leases in primary-key order, which SQLite streams;
 // count(DISTINCT lock) over the expiry index sorted every live lease.
-var qLiveCounts = shared("LiveCounts", `SELECT
+var qLiveCounts = portable("LiveCounts", `SELECT
 		(SELECT count(*) FROM (SELECT lock FROM leases WHERE +expires_at > ? GROUP BY lock) AS h),
 		(SELECT count(*) FROM queue_entries)`)
 

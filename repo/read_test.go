@@ -145,7 +145,7 @@ func TestReadsUnsettled(t *testing.T) {
 		unsettled bool
 		locks     string
 	}{
-		{9, false, "[{L [{a exclusive 1 10}] 1 <nil>} {M [{a exclusive 1 10}] 0 <nil>}]"},
+		{9, false, "[{L [{ a exclusive 1 10}] 1 <nil>} {M [{ a exclusive 1 10}] 0 <nil>}]"},
 		{10, true, "[{L [] 1 <nil>}]"}, // M, free and awaited by nobody, is left out
 	} {
 		err := d.Read(ctx, func(tx *Tx) error {

@@ -29,7 +29,7 @@ func ServiceCounters(tx *Tx) (Counters, error) {
 	return c, err
 }
 
-var qServiceCountersSet = shared("ServiceCountersSet", `UPDATE service SET clock = ?, last_client_age = ?, event_id = ? WHERE id = 1`)
+var qServiceCountersSet = portable("ServiceCountersSet", `UPDATE service SET clock = ?, last_client_age = ?, event_id = ? WHERE id = 1`)
 
 // ServiceCountersSet writes the service row.
 func ServiceCountersSet(tx *Tx, c Counters) error {

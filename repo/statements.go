@@ -1,7 +1,7 @@
 package repo
 
 // The registry of every statement repo runs. A statement is declared once,
-// at package level, with shared (one text for both databases) or perDialect
+// at package level, with portable (one text for both databases) or perDialect
 // (the text comes from the dialect, dialect.go); Tx runs only registered
 // statements, by their number, so nothing else can reach a database, and
 // TestEveryStatementPrepares prepares each one on SQLite and on PostgreSQL.
@@ -41,9 +41,9 @@ var (
 
 func init() { registryClosed = true }
 
-// shared declares a statement whose text, in SQLite's syntax, both
+// portable declares a statement whose text, in SQLite's syntax, both
 // databases read.
-func shared(name, text string) statement {
+func portable(name, text string) statement {
 	return define(name, func(dialect) string { return text })
 }
 

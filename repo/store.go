@@ -15,7 +15,7 @@ type StoreWriteState struct {
 	EntryBytes int64 // the key's and its value's bytes, when it has one
 }
 
-var qStoreWriteState = shared("StoreWriteState", `SELECT f.highest_token, f.key_count, f.byte_count,
+var qStoreWriteState = portable("StoreWriteState", `SELECT f.highest_token, f.key_count, f.byte_count,
 		       octet_length(v.key) + octet_length(v.value)
 		  FROM (SELECT 1) AS one LEFT JOIN store_fences f ON f.lock = ?1
 		  LEFT JOIN store_values v ON v.lock = ?1 AND v.key = ?2`)
@@ -28,7 +28,7 @@ func StoreWriteStateGet(tx *Tx, lock, key string) (StoreWriteState, error) {
 		KeyExists: entry.Valid, EntryBytes: entry.Int64}, err
 }
 
-var qStoreFenceRaise = shared("StoreFenceRaise", `INSERT INTO store_fences (lock, highest_token, key_count, byte_count)
+var qStoreFenceRaise = portable("StoreFenceRaise", `INSERT INTO store_fences (lock, highest_token, key_count, byte_count)
 		VALUES (?1, ?2, 1, ?4)
 		ON CONFLICT (lock) DO UPDATE SET highest_token = excluded.highest_token,
 		key_count = store_fences.key_count
@@ -48,7 +48,7 @@ func StoreFenceRaise(tx *Tx, lock, key string, token, bytes int64) (accepted boo
 	return n == 1, err
 }
 
-var qStoreValuePut = shared("StoreValuePut", `INSERT INTO store_values (lock, key, value, token, written_at) VALUES (?, ?, ?, ?, ?)
+var qStoreValuePut = portable("StoreValuePut", `INSERT INTO store_values (lock, key, value, token, written_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (lock, key) DO UPDATE SET value = excluded.value, token = excluded.token,
 		written_at = excluded.written_at`)
 
@@ -59,7 +59,7 @@ func StoreValuePut(tx *Tx, lock, key, value string, token, now int64) error {
 	return err
 }
 
-var qStoreValueGet = shared("StoreValueGet", `SELECT value, token FROM store_values WHERE lock = ? AND key = ?`)
+var qStoreValueGet = portable("StoreValueGet", `SELECT value, token FROM store_values WHERE lock = ? AND key = ?`)
 
 // StoreValueGet returns the last accepted value for (lock, key) and the
 // token of the write that stored it.

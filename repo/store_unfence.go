@@ -1,6 +1,6 @@
 package repo
 
-var qStoreFenceGet = shared("StoreFenceGet", `SELECT highest_token FROM store_fences WHERE lock = ?`)
+var qStoreFenceGet = portable("StoreFenceGet", `SELECT highest_token FROM store_fences WHERE lock = ?`)
 
 // StoreFenceGet returns the highest token the fenced store accepted for
 // lock; fenced is false when it accepted none.
@@ -8,7 +8,7 @@ func StoreFenceGet(tx *Tx, lock string) (highest int64, fenced bool, err error) 
 	return tx.rowInt(qStoreFenceGet, lock)
 }
 
-var qStoreFenceLower = shared("StoreFenceLower", `UPDATE store_fences SET highest_token = ?2
+var qStoreFenceLower = portable("StoreFenceLower", `UPDATE store_fences SET highest_token = ?2
 		WHERE lock = ?1 AND highest_token > ?2`)
 
 // StoreFenceLower sets lock's fence back to token when it is above it (an
@@ -19,7 +19,7 @@ func StoreFenceLower(tx *Tx, lock string, token int64) (lowered bool, err error)
 	return n == 1, err
 }
 
-var qGrantClientByToken = shared("GrantClientByToken", `SELECT client FROM grants WHERE lock = ? AND token = ?`)
+var qGrantClientByToken = portable("GrantClientByToken", `SELECT client FROM grants WHERE lock = ? AND token = ?`)
 
 // GrantClientByToken returns the client id that lock's token was granted
 // to, from its row of grants; found is false when the row is gone (pruned:

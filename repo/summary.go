@@ -1,6 +1,6 @@
 package repo
 
-var qDatabaseSummary = shared("DatabaseSummary", `SELECT count(*), coalesce(max(last_token), 0) FROM locks`)
+var qDatabaseSummary = portable("DatabaseSummary", `SELECT count(*), coalesce(max(last_token), 0) FROM locks`)
 
 // Summary is what a server logs of its database at start.
 type Summary struct {

@@ -30,7 +30,7 @@ type RequestState struct {
 // lookup is by key: nothing here reads the client's other leases, which
 // may be tens of thousands (whether one of them is awaited is
 // ClientAwaited's, asked only of a request that queues).
-var qRequestStateGet = shared("RequestStateGet", `SELECT c.age,
+var qRequestStateGet = portable("RequestStateGet", `SELECT c.age,
 		       CASE WHEN c.age IS NOT NULL THEN (SELECT lock FROM queue_entries WHERE client = ?1) END,
 		       CASE WHEN c.age IS NOT NULL THEN EXISTS (SELECT 1 FROM leases WHERE lock = ?2 AND client = ?1) END,
 		       k.last_token, k.queue_length, k.last_position,
@@ -53,7 +53,7 @@ func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
 	return st, err
 }
 
-var qLockView = shared("LockView", `SELECT 0 AS part, client, mode, token AS n, expires_at FROM leases WHERE lock = ?1
+var qLockView = portable("LockView", `SELECT 0 AS part, client, mode, token AS n, expires_at FROM leases WHERE lock = ?1
 		UNION ALL
 		SELECT 1, client, mode, position, 0 FROM queue_entries WHERE lock = ?1
 		ORDER BY part, n`)
@@ -80,7 +80,7 @@ func LockView(tx *Tx, lock string) (lk.InspectResult, error) {
 	return in, err
 }
 
-var qClientView = shared("ClientView", `SELECT c.age, q.lock AS waiting_for, l.lock, l.mode, l.token, l.expires_at
+var qClientView = portable("ClientView", `SELECT c.age, q.lock AS waiting_for, l.lock, l.mode, l.token, l.expires_at
 		  FROM clients c LEFT JOIN queue_entries q ON q.client = c.name LEFT JOIN leases l ON l.client = c.name
 		 WHERE c.name = ? ORDER BY l.lock`)
 
@@ -97,7 +97,7 @@ func ClientView(tx *Tx, client string, rank bool) (lk.StatusResult, error) {
 		ExpiresAt  sql.NullInt64  `db:"expires_at"`
 	}
 	err := tx.selectAll(&rows, qClientView, client)
-	st := lk.StatusResult{Client: client, Holds: []lk.Hold{}}
+	st := lk.StatusResult{Client: client, Holds: []lk.Holder{}}
 	if err != nil {
 		return st, err
 	}
@@ -107,7 +107,7 @@ func ClientView(tx *Tx, client string, rank bool) (lk.StatusResult, error) {
 			st.Waiting = &lk.WaitingFor{Lock: r.WaitingFor.String}
 		}
 		if r.Lock.Valid {
-			st.Holds = append(st.Holds, lk.Hold{Lock: r.Lock.String, Mode: lk.Mode(r.Mode.String),
+			st.Holds = append(st.Holds, lk.Holder{Lock: r.Lock.String, Mode: lk.Mode(r.Mode.String),
 				Token: r.Token.Int64, ExpiresAt: r.ExpiresAt.Int64})
 		}
 	}
@@ -133,8 +133,8 @@ func locksActive(cond string) string {
 }
 
 var (
-	qLocksActiveAfter = shared("LocksActive.after", locksActive("lock > ?1"))
-	qLocksActiveFrom  = shared("LocksActive.from", locksActive("lock >= ?1"))
+	qLocksActiveAfter = portable("LocksActive.after", locksActive("lock > ?1"))
+	qLocksActiveFrom  = portable("LocksActive.from", locksActive("lock >= ?1"))
 )
 
 // headQueuedAt is a locks page's column with when the first in line of
@@ -203,7 +203,7 @@ func lockPage(rows []lockRow, prefix string, limit int, now int64) (page []lk.Lo
 	return page, false, unsettled
 }
 
-var qLocksCounts = shared("LocksCounts",
+var qLocksCounts = portable("LocksCounts",
 	`SELECT (SELECT count(DISTINCT lock) FROM leases), (SELECT count(*) FROM queue_entries)`)
 
 // LocksCounts returns how many locks have holders and how many queue entries

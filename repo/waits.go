@@ -78,7 +78,7 @@ const waitEdges = `SELECT walk.src, walk.dst, c.age AS dst_age, coalesce(w.lock,
 	  FROM walk JOIN clients c ON c.name = walk.dst LEFT JOIN queue_entries w ON w.client = walk.dst
 	 WHERE walk.src IS NOT NULL`
 
-var qLockHoldersWaiting = shared("LockHoldersWaiting", `SELECT 1 FROM leases l WHERE l.lock = ?
+var qLockHoldersWaiting = portable("LockHoldersWaiting", `SELECT 1 FROM leases l WHERE l.lock = ?
 		AND EXISTS (SELECT 1 FROM queue_entries w WHERE w.client = l.client) LIMIT 1`)
 
 // LockHoldersWaiting reports whether some holder of lock waits for a lock.
@@ -93,7 +93,7 @@ func LockHoldersWaiting(tx *Tx, lock string) (bool, error) {
 // awaitedScan is how many of a client's leases ClientAwaited looks at.
 const awaitedScan = 16
 
-var qClientAwaited = shared("ClientAwaited", `SELECT count(*),
+var qClientAwaited = portable("ClientAwaited", `SELECT count(*),
 		       coalesce(max(CASE WHEN EXISTS (SELECT 1 FROM queue_entries q WHERE q.lock = h.lock) THEN 1 ELSE 0 END), 0)
 		  FROM (SELECT lock FROM leases WHERE client = ?1 LIMIT `+strconv.Itoa(awaitedScan+1)+`) AS h`)
 

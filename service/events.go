@@ -37,7 +37,7 @@ type Event struct {
 	FromQueue bool      // lk.EventGrant
 	Cycle     []string  // lk.EventDeadlockAbort
 	Requester string    // lk.EventDeadlockAbort
-	Lost      []lk.Hold // lk.EventDeadlockAbort: the victim's leases, by lock name
+	Lost      []lk.Holder // lk.EventDeadlockAbort: the victim's leases, by lock name
 	Highest   int64     // lk.EventStaleWrite, lk.EventUnfence
 	By        string    // lk.EventUnfence: the principal that asked, "" when unknown
 	// Position is the queue entry an event concerns (lk.EventQueue, a

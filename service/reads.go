@@ -54,7 +54,7 @@ func Status(op *Op, req lk.StatusRequest) (lk.StatusResult, error) {
 
 // statusPage answers status at ts with a page of the client's leases.
 func statusPage(tx *repo.Tx, req lk.StatusRequest, ts int64) (lk.StatusResult, error) {
-	out := lk.StatusResult{Client: req.Client, Holds: []lk.Hold{}}
+	out := lk.StatusResult{Client: req.Client, Holds: []lk.Holder{}}
 	head, err := repo.ClientHeadGet(tx, req.Client, ts)
 	if err != nil || head.Age == 0 {
 		return out, err // an unregistered client holds and awaits nothing (D1, D4.3)

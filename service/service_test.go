@@ -175,7 +175,7 @@ func TestEvents(t *testing.T) {
 		t.Errorf("deadlock events = %+v, want y aborted on the cycle [x y]", got)
 	} else {
 		// y held M2 (token 1) and waited for M1 at position 1; x asked.
-		lost := []lk.Hold{{Lock: "M2", Mode: lk.Exclusive, Token: 1, ExpiresAt: 201}}
+		lost := []lk.Holder{{Lock: "M2", Mode: lk.Exclusive, Token: 1, ExpiresAt: 201}}
 		if aborted.Requester != "x" || !reflect.DeepEqual(aborted.Lost, lost) || aborted.Lock != "M1" ||
 			aborted.Position != 1 || aborted.Mode != lk.Exclusive {
 			t.Errorf("abort event %+v, want requester x, lost %+v, queue entry M1 position 1 exclusive", *aborted, lost)

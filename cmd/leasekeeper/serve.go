@@ -96,9 +96,6 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 		return err
 	}
 	defer closeAudit()
-	// FULL: WAL with synchronous=NORMAL survives a killed process but may
-	// lose the last commits on power loss; FULL syncs the WAL at every
-	// commit, so an acknowledged operation is on disk.
 	history, err := historyRetention(cmd)
 	if err != nil {
 		return err
@@ -107,9 +104,12 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	if err != nil {
 		return err
 	}
-	var eng *engine.Engine
+	var eng *engine.Engine // the gauges read it at each scrape, once serving
 	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return eng.Counts(ctx) },
 		telemetry.Options{Principals: sec.Authorizer != nil})
+	// FULL: WAL with synchronous=NORMAL survives a killed process but may
+	// lose the last commits on power loss; FULL syncs the WAL at every
+	// commit, so an acknowledged operation is on disk.
 	eng, err = engine.Open(ctx, dbPath, engine.Options{DB: repo.Options{Synchronous: "FULL"},
 		Rules:  service.Config{Quota: storeQuota(cmd), StrictFencing: strictFencing(cmd), History: history, Explain: true},
 		Logger: log, Observer: tel, EventsBuffer: events})

@@ -81,7 +81,7 @@ func validAnswers(t testing.TB) []answer {
 		{"read null", "GET", "/v1/read?lock=L&key=k", 200, nil, marshal(t, lk.ReadResult{})},
 		{"inspect", "GET", "/v1/inspect?lock=L", 200, nil, marshal(t, lk.InspectResult{Lock: "L", Holders: holders(2), Queue: []lk.Waiter{{Client: "w", Mode: lk.Exclusive, Position: 1}}})},
 		{"inspect idle", "GET", "/v1/inspect?lock=L", 200, nil, marshal(t, lk.InspectResult{Lock: "L", Holders: []lk.Holder{}, Queue: []lk.Waiter{}})},
-		{"status registered", "GET", "/v1/status?client=a", 200, nil, marshal(t, lk.StatusResult{Client: "a", Age: 3, Holds: []lk.Hold{{Lock: "L", Mode: lk.Exclusive, Token: 4, ExpiresAt: 1767225630}}, Waiting: &lk.WaitingFor{Lock: "M", Position: 2}})},
+		{"status registered", "GET", "/v1/status?client=a", 200, nil, marshal(t, lk.StatusResult{Client: "a", Age: 3, Holds: []lk.Holder{{Lock: "L", Mode: lk.Exclusive, Token: 4, ExpiresAt: 1767225630}}, Waiting: &lk.WaitingFor{Lock: "M", Position: 2}})},
 		{"status unregistered", "GET", "/v1/status?client=a", 200, nil, marshal(t, lk.StatusResult{Client: "a"})},
 		{"locks page", "GET", "/v1/locks?limit=1", 200, nil, marshal(t, lk.LocksResult{Locks: []lk.LockSummary{{Lock: "L", Holders: holders(1), Waiting: 2}}, Next: &next})},
 		{"locks last page", "GET", "/v1/locks", 200, nil, marshal(t, lk.LocksResult{Locks: []lk.LockSummary{}})},

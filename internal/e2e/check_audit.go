@@ -41,7 +41,7 @@ type AuditEntry struct {
 	Token     int64     `json:"token"`
 	At        int64     `json:"at"`
 	ExpiresAt int64     `json:"expires_at"`
-	Lost      []lk.Hold `json:"lost"`
+	Lost      []lk.Holder `json:"lost"`
 
 	// Where is the line's file and number, for messages.
 	Where string `json:"-"`

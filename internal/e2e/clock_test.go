@@ -55,7 +55,7 @@ func (p *lapseProbe) run(ctx context.Context, s *e2e.Server, limit time.Duration
 		if err != nil {
 			continue // the server restarting
 		}
-		if i := slices.IndexFunc(st.Holds, func(h lk.Hold) bool { return h.Lock == probeLock }); i >= 0 {
+		if i := slices.IndexFunc(st.Holds, func(h lk.Holder) bool { return h.Lock == probeLock }); i >= 0 {
 			p.handedOver, p.heldFrom = time.Now(), st.Holds[i].ExpiresAt-int64(ttl/time.Second)
 			return
 		}

@@ -121,7 +121,7 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if err := e.logDatabase(ctx, path); err != nil {
+	if err := logDatabase(ctx, e.log, r, path); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 	}
 	r.hooks.committed = e.dispatch
 	if a, ok := opts.Observer.(Auditor); ok {
-		a.Recover(e.auditCommitted)
+		a.Recover(r.auditCommitted)
 		r.hooks.prepare, r.hooks.prepareFailed = a.Audit, a.CommitFailed
 	}
 	e.loops.Add(2)
@@ -241,7 +241,7 @@ func (e *Engine) Acquire(ctx context.Context, q lk.AcquireRequest, wait time.Dur
 	}
 	res, err := call(e, ctx, "acquire", q, service.Acquire)
 	if err == nil && wait > 0 && res.Outcome == lk.Queued {
-		res, err = e.await(ctx, q.Client, q.Lock, wait, news, res)
+		res, err = await(e, ctx, q.Client, q.Lock, wait, news, res)
 	}
 	return res, err
 }
@@ -447,29 +447,14 @@ func (e *Engine) listen() {
 	})
 }
 
-// auditCommitted is the Auditor's question at Open: did the previous run's
-// last group commit? It runs before any transaction of this engine. On a
-// database with peers the answer is unknown: other servers may have run
-// transactions since.
-func (e *Engine) auditCommitted(ctx context.Context, ws []service.Witness) (committed, known bool, err error) {
-	if e.r.peers != nil || len(ws) == 0 {
-		return false, false, nil
-	}
-	err = e.r.readOnly(ctx, func(tx *repo.Tx) error {
-		committed, known, err = service.AuditCommitted(tx, ws)
-		return err
-	})
-	return committed, known, err
-}
-
 // logDatabase logs, once at start, the figures that never go down while
 // the database is intact: its clock, the locks it knows and the highest
 // token issued. An operator comparing them with the previous start sees a
 // database that went back (a -wal lost after a crash, an old copy
 // restored: docs/deployment.md), which SQLite accepts silently.
-func (e *Engine) logDatabase(ctx context.Context, path string) error {
+func logDatabase(ctx context.Context, log *slog.Logger, r *runner, path string) error {
 	var sum service.Summary
-	err := e.r.readOnly(ctx, func(tx *repo.Tx) error {
+	err := r.readOnly(ctx, func(tx *repo.Tx) error {
 		var err error
 		sum, err = service.ReadSummary(tx)
 		return err
@@ -486,6 +471,6 @@ func (e *Engine) logDatabase(ctx context.Context, path string) error {
 		clock = slog.Int64("clock", sum.Clock)
 		clockUTC = slog.String("clock_utc", time.Unix(sum.Clock, 0).UTC().Format(time.RFC3339))
 	}
-	e.log.Info("database", where, clock, clockUTC, slog.Int64("locks", sum.Locks), slog.Int64("highest_token", sum.HighestToken))
+	log.Info("database", where, clock, clockUTC, slog.Int64("locks", sum.Locks), slog.Int64("highest_token", sum.HighestToken))
 	return nil
 }

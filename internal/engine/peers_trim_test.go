@@ -24,7 +24,7 @@ func TestTrimToNotification(t *testing.T) {
 		e.Cycle = append(e.Cycle, c)
 	}
 	for range 100 {
-		e.Lost = append(e.Lost, lk.Hold{Lock: name("h"), Mode: lk.Shared, Token: 12345, ExpiresAt: 1010})
+		e.Lost = append(e.Lost, lk.Holder{Lock: name("h"), Mode: lk.Shared, Token: 12345, ExpiresAt: 1010})
 	}
 	const limit = maxPayload - 50
 	b, err := trim(toWire(e), limit)

@@ -505,3 +505,18 @@ func (r *runner) lastEventID() int64 {
 	defer r.mu.Unlock()
 	return r.st.EventID
 }
+
+// auditCommitted is the Auditor's question at Open: did the previous run's
+// last group commit? It runs before any transaction of this runner. On a
+// database with peers the answer is unknown: other servers may have run
+// transactions since.
+func (r *runner) auditCommitted(ctx context.Context, ws []service.Witness) (committed, known bool, err error) {
+	if r.peers != nil || len(ws) == 0 {
+		return false, false, nil
+	}
+	err = r.readOnly(ctx, func(tx *repo.Tx) error {
+		committed, known, err = service.AuditCommitted(tx, ws)
+		return err
+	})
+	return committed, known, err
+}

@@ -103,7 +103,7 @@ func (w *waits) recheck() {
 
 // await blocks until client, queued for lock, is granted it, aborted or
 // withdrawn, or the wait runs out, and returns the answer.
-func (e *Engine) await(ctx context.Context, client, lock string, wait time.Duration, news *subscription, queued lk.AcquireResult) (lk.AcquireResult, error) {
+func await(e *Engine, ctx context.Context, client, lock string, wait time.Duration, news *subscription, queued lk.AcquireResult) (lk.AcquireResult, error) {
 	granted := func(token, grantedAt, expiresAt int64, predecessors []lk.Predecessor) lk.AcquireResult {
 		return lk.AcquireResult{Outcome: lk.Granted, Token: token, GrantedAt: grantedAt, ExpiresAt: expiresAt,
 			Victims: queued.Victims, Aborts: queued.Aborts, Predecessors: predecessors}
@@ -136,7 +136,7 @@ func (e *Engine) await(ctx context.Context, client, lock string, wait time.Durat
 		}
 		switch {
 		case ev.Kind == lk.EventGrant && ev.FromQueue:
-			return granted(ev.Token, ev.At, ev.ExpiresAt, e.predecessors(ctx, ev)), true
+			return granted(ev.Token, ev.At, ev.ExpiresAt, predecessors(e, ctx, ev)), true
 		case ev.Kind == lk.EventDeadlockAbort:
 			why := ev.Abort
 			if why == nil || ev.Truncated { // another server's, without all of it
@@ -216,7 +216,7 @@ func (e *Engine) await(ctx context.Context, client, lock string, wait time.Durat
 // grant without any): they are read then, from the grant history, which
 // the grant's commit holds. A failed read leaves them out rather than fail
 // a granted acquire.
-func (e *Engine) predecessors(ctx context.Context, ev service.Event) []lk.Predecessor {
+func predecessors(e *Engine, ctx context.Context, ev service.Event) []lk.Predecessor {
 	if ev.Predecessors != nil && !ev.Truncated || !e.r.cfg.Explain {
 		return ev.Predecessors
 	}

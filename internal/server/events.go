@@ -179,7 +179,7 @@ func (st *stream) shows(e lk.Event) (lk.Event, bool) {
 // on a lock that match takes: a reader watching that lock sees its holder
 // go.
 func lostLock(e lk.Event, match func(string) bool) bool {
-	return e.Kind == lk.EventDeadlockAbort && slices.ContainsFunc(e.Lost, func(h lk.Hold) bool { return match(h.Lock) })
+	return e.Kind == lk.EventDeadlockAbort && slices.ContainsFunc(e.Lost, func(h lk.Holder) bool { return match(h.Lock) })
 }
 
 // redact hides the client ids that scope does not take, on a copy: the

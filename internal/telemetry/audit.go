@@ -115,7 +115,7 @@ func (t *Telemetry) Audit(events []service.Event) {
 		case lk.EventDeadlockAbort:
 			lost := e.Lost
 			if lost == nil {
-				lost = []lk.Hold{}
+				lost = []lk.Holder{}
 			}
 			attrs := []slog.Attr{slog.String("client", e.Client), slog.String("requester", e.Requester),
 				slog.Any("lost", lost), slog.String("waiting_for", e.Lock)}
@@ -206,7 +206,7 @@ type auditLine struct {
 	Token      int64     `json:"token"`
 	Position   int64     `json:"position"`
 	WaitingFor string    `json:"waiting_for"`
-	Lost       []lk.Hold `json:"lost"`
+	Lost       []lk.Holder `json:"lost"`
 	Was        int64     `json:"was"`
 	Highest    int64     `json:"highest"`
 }

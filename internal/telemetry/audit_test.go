@@ -268,7 +268,7 @@ func TestDeadlockAbortLine(t *testing.T) {
 		t.Fatalf("no abort or no grant of Y to a1 in:\n%s", audit.String())
 	}
 	want := map[string]any{"client": "b1", "requester": "a1", "principal": "team-b", "requester_principal": "team-a",
-		"lost":        []lk.Hold{{Lock: "Y", Mode: lk.Shared, Token: 1, ExpiresAt: 600}},
+		"lost":        []lk.Holder{{Lock: "Y", Mode: lk.Shared, Token: 1, ExpiresAt: 600}},
 		"waiting_for": "X", "position": 1, "mode": "exclusive", "cycle": []string{"a1", "b1"}, "at": 500}
 	if !subset(lines[abort], want) {
 		t.Errorf("abort line %v, want %v", lines[abort], want)
