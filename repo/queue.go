@@ -75,15 +75,6 @@ func QueueGrantThrough(tx *Tx, lock string, through, granted int64) error {
 	return err
 }
 
-var qQueueDeleteClient = portable("QueueDeleteClient", `DELETE FROM queue_entries WHERE client = ? RETURNING position`)
-
-// QueueDeleteClient removes client's queue entry, if it has one, and returns
-// its position (0 when there was none).
-func QueueDeleteClient(tx *Tx, client string) (position int64, err error) {
-	position, _, err = tx.rowInt(qQueueDeleteClient, client)
-	return position, err
-}
-
 var qQueueRank = portable("QueueRank", `SELECT count(*) FROM queue_entries q JOIN queue_entries me
 		ON me.client = ? AND q.lock = me.lock AND q.position <= me.position`)
 

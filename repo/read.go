@@ -257,9 +257,10 @@ func HoldsPage(tx *Tx, client, after string, limit int, now int64) (page []lk.Ho
 	return holdsOf(rows), more, err
 }
 
-// liveLocks is LocksLive's statement, as locksActive (views.go) with the
-// leases of ?3 and later only, and for each lock whether a lease of it
-// ended by ?3 while clients wait for it. The unary plus keeps SQLite off the
+// liveLocks is LocksLive's statement for a page from the name ?1 on, after
+// it (cond "lock > ?1") or from it (cond "lock >= ?1"), ?2 the limit: the
+// locks with leases of ?3 and later or with waiters, and for each lock
+// whether a lease of it ended by ?3 while clients wait for it. The unary plus keeps SQLite off the
 // expiry index, which would read every live lease to find a page's names.
 func liveLocks(cond string) string {
 	return `WITH active(lock) AS (
@@ -280,12 +281,19 @@ var (
 	qLocksLiveFrom  = portable("LocksLive.from", liveLocks("lock >= ?1"))
 )
 
-// LocksLive is LocksActive at now: the locks with live leases or waiters.
-// A lock whose only leases ended by now and that nobody waits for is left
-// out. unsettled is true when a lock of the page has waiters and a lease
-// that ended by now: its retirement hands the lock over, which only a write
-// transaction at now can tell.
+// LocksLive lists a page of the locks with live leases or waiters at now,
+// by name: at most limit of those after `after` ("" for the first page)
+// whose names start with prefix; more is true when a next page has some.
+// Each source is read through its primary key from the page's first name
+// on, so a page costs what it shows, not every lock ever used nor every
+// live one. A lock whose only leases ended by now and that nobody waits for
+// is left out; the first waiter's wait is counted up to now. unsettled is
+// true when a lock of the page has waiters and a lease that ended by now:
+// its retirement hands the lock over, which only a write transaction at
+// now can tell.
 func LocksLive(tx *Tx, prefix, after string, limit int, now int64) (page []lk.LockSummary, more, unsettled bool, err error) {
+	// Names that start with prefix come together in byte order, from
+	// prefix on: read from there, and stop at the first name without it.
 	from, q := after, qLocksLiveAfter
 	if prefix > after {
 		from, q = prefix, qLocksLiveFrom

@@ -117,52 +117,13 @@ func ClientView(tx *Tx, client string, rank bool) (lk.StatusResult, error) {
 	return st, err
 }
 
-// locksActive is LocksActive's statement for a page from the name ?1 on,
-// after it (cond "lock > ?1") or from it (cond "lock >= ?1"); ?2 is the
-// limit.
-func locksActive(cond string) string {
-	return `WITH active(lock) AS (
-		SELECT lock FROM (SELECT DISTINCT lock FROM leases WHERE ` + cond + ` ORDER BY lock LIMIT ?2) AS h
-		UNION
-		SELECT lock FROM (SELECT DISTINCT lock FROM queue_entries WHERE ` + cond + ` ORDER BY lock LIMIT ?2) AS w
-		ORDER BY lock LIMIT ?2)
-		SELECT a.lock, k.queue_length AS waiting, ` + headQueuedAt + ` AS head_queued_at,
-		       l.client, l.mode, l.token, l.expires_at
-		  FROM active a JOIN locks k ON k.name = a.lock LEFT JOIN leases l ON l.lock = a.lock
-		 ORDER BY a.lock, l.token`
-}
-
-var (
-	qLocksActiveAfter = portable("LocksActive.after", locksActive("lock > ?1"))
-	qLocksActiveFrom  = portable("LocksActive.from", locksActive("lock >= ?1"))
-)
-
 // headQueuedAt is a locks page's column with when the first in line of
 // the lock a.lock was queued: one lookup of the queue's primary key, the
 // first position, whatever the queue's length.
 const headQueuedAt = `(SELECT f.queued_at FROM queue_entries f WHERE f.lock = a.lock ORDER BY f.position LIMIT 1)`
 
-// LocksActive lists a page of the locks that have holders or waiters, by
-// name: at most limit of those after `after` ("" for the first page) whose
-// names start with prefix; more is true when a next page has some. Each
-// source is read through its primary key from the page's first name on, so
-// a page costs what it shows, not every lock ever used nor every live one.
-// The first waiter's wait is counted up to now.
-func LocksActive(tx *Tx, prefix, after string, limit int, now int64) (page []lk.LockSummary, more bool, err error) {
-	// Names that start with prefix come together in byte order, from
-	// prefix on: read from there, and stop at the first name without it.
-	from, q := after, qLocksActiveAfter
-	if prefix > after {
-		from, q = prefix, qLocksActiveFrom
-	}
-	var rows []lockRow
-	err = tx.selectAll(&rows, q, from, limit+1)
-	page, more, _ = lockPage(rows, prefix, limit, now)
-	return page, more, err
-}
-
 // lockRow is a row of a locks page: a lock, and one of its holders when it
-// has any. Unsettled is read by LocksLive only.
+// has any, and whether the lock is unsettled.
 type lockRow struct {
 	Lock      string         `db:"lock"`
 	Waiting   int64          `db:"waiting"`
@@ -201,14 +162,4 @@ func lockPage(rows []lockRow, prefix string, limit int, now int64) (page []lk.Lo
 		}
 	}
 	return page, false, unsettled
-}
-
-var qLocksCounts = portable("LocksCounts",
-	`SELECT (SELECT count(DISTINCT lock) FROM leases), (SELECT count(*) FROM queue_entries)`)
-
-// LocksCounts returns how many locks have holders and how many queue entries
-// there are: a pass over the live state, for metrics.
-func LocksCounts(tx *Tx) (held, waiting int64, err error) {
-	_, err = tx.row(qLocksCounts, nil, &held, &waiting)
-	return held, waiting, err
 }
