@@ -9,7 +9,7 @@ import logging
 import socket
 import threading
 from types import TracebackType
-from typing import Dict, Iterator, List, Mapping, Optional, Type
+from typing import Dict, Generator, List, Mapping, Optional, Type
 
 from ._errors import Error
 from ._http import Transport, decode_answer
@@ -98,7 +98,7 @@ class EventStream:
     ) -> None:
         self.close()
 
-    def _events(self) -> Iterator[Event]:
+    def _events(self) -> Generator[Event, None, None]:
         backoff = 0.1
         while not self._closed:
             got = False
@@ -125,7 +125,7 @@ class EventStream:
             log.warning("event stream of %s: %s; reconnecting in %.1f s", self._t.url, err, wait)
             self._wake.wait(wait)
 
-    def _stream(self) -> Iterator[Event]:
+    def _stream(self) -> Generator[Event, None, None]:
         """One connection's events; the last id seen is kept for the next."""
         conn = self._t.new_connection(self._t.timeout)
         try:

@@ -140,8 +140,10 @@ def write_test_pki(d: pathlib.Path) -> Dict[str, str]:
     cert, key, csr, ext = d / "server.pem", d / "server-key.pem", d / "server.csr", d / "server.ext"
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
 
+    exe: str = openssl
+
     def run(*args: str) -> None:
-        subprocess.run([openssl] + list(args), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.run([exe] + list(args), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     # Key usages as Python 3.13's strict verification wants them.
     run("req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca), "-days", "1", "-subj", "/CN=leasekeeper test CA",

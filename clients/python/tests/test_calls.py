@@ -38,12 +38,12 @@ def wait_queued(lk: Client, lock: str, n: int = 1) -> None:
         time.sleep(0.02)
 
 
-def events_so_far(lk: Client) -> List[Dict[str, Any]]:
+def events_so_far(lk: Client) -> List[leasekeeper.Event]:
     """Every event of the server up to now, from its buffer: up to the
     release of a lock of its own that it takes and releases to mark now."""
     lk.acquire("events-so-far", client="events-so-far", ttl=60)
     lk.release("events-so-far", client="events-so-far")
-    out = []
+    out: List[leasekeeper.Event] = []
     with lk.watch(last_event_id=0) as events:
         for e in events:
             if (e["kind"], e["lock"]) == ("release", "events-so-far"):

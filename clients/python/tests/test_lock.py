@@ -40,13 +40,13 @@ def test_lock_gives_a_lease(lk: Client) -> None:
 
 
 def test_renewing_keeps_the_lease_through_3_ttls(lk: Client) -> None:
-    with lk.lock("exports/daily", client="etl-a", ttl=2) as lease:
+    with lk.lock("exports/daily", client="etl-a", ttl=3) as lease:
         first_expiry = lease.expires_at
-        time.sleep(7)  # three and a half ttls
+        time.sleep(10)  # three ttls and a third
         assert not lease.lost.is_set(), lease.error
         holders = lk.inspect("exports/daily")["holders"]
         assert [(h["client"], h["token"]) for h in holders] == [("etl-a", 1)]
-        assert lease.expires_at >= first_expiry + 5
+        assert lease.expires_at >= first_expiry + 8
         lease.write("part-1", "still mine")
     grants = list(lk.history(lock="exports/daily"))
     assert [(g["token"], g["ended"]) for g in grants] == [(1, "released")]
@@ -86,8 +86,9 @@ def test_lost_when_renewals_fail_until_the_expiry(lk: Client, server: support.Se
             try:
                 paused = time.monotonic()
                 assert lease.lost.wait(4), "lost not set when the lease may have ended"
-                # Lost at the earliest end, the last renew's send + ttl - 1 s.
-                assert time.monotonic() - paused <= 2.5
+                # Lost at the earliest end, the last renew's send + ttl - 1 s:
+                # within a ttl.
+                assert time.monotonic() - paused < 3
                 assert lease.error is not None and lease.error.expired
             finally:
                 server.resume()
@@ -189,8 +190,8 @@ def test_leases_in_threads(lk: Client) -> None:
     results = {}
 
     def hold(name: str) -> None:
-        with lk.lock(name, client="c-" + name, ttl=2) as lease:
-            time.sleep(3)
+        with lk.lock(name, client="c-" + name, ttl=3) as lease:
+            time.sleep(4)
             results[name] = (lease.token, lease.lost.is_set())
 
     threads = [threading.Thread(target=hold, args=(n,)) for n in ("x", "y")]

@@ -51,8 +51,8 @@ def test_auth(make_server: ServerFactory, tmp_path: pathlib.Path, answers: Answe
     etl = answers.hook(Client(s.url, auth_token=ETL_TOKEN))
     ops = answers.hook(Client(s.url, auth_token=OPS_TOKEN))
     nobody = answers.hook(Client(s.url))
-    with etl.lock("exports/daily", client="etl-a", ttl=2) as lease:
-        time.sleep(1)  # a renew, with the token
+    with etl.lock("exports/daily", client="etl-a", ttl=3) as lease:
+        time.sleep(1.5)  # a renew, with the token
         lease.write("part-1", "rows 1-100")
     with pytest.raises(leasekeeper.Error) as e:
         etl.acquire("exports/daily", client="web-a", ttl=30)
@@ -89,8 +89,8 @@ def test_tls(make_server: ServerFactory, tmp_path: pathlib.Path, answers: Answer
     s = make_server(["--tls-cert", pki["cert"], "--tls-key", pki["key"]], tls=True)
     assert s.url.startswith("https://")
     lk = answers.hook(Client(s.url, ca_file=pki["ca"]))
-    with lk.lock("exports/daily", client="etl-a", ttl=2) as lease:
-        time.sleep(2)  # renews, over TLS, from the renew thread
+    with lk.lock("exports/daily", client="etl-a", ttl=3) as lease:
+        time.sleep(2.5)  # renews, over TLS, from the renew thread
         assert not lease.lost.is_set()
         lease.write("part-1", "rows 1-100")
     assert lk.read("exports/daily", "part-1")["value"] == "rows 1-100"
@@ -142,8 +142,8 @@ def test_rate_limited(make_server: ServerFactory, tmp_path: pathlib.Path, answer
     # Renew and release are never limited: a lease is kept however busy
     # its principal.
     time.sleep(1.5)
-    with etl.lock("exports/daily", client="etl-a", ttl=2) as lease:
-        for _ in range(6):
+    with etl.lock("exports/daily", client="etl-a", ttl=3) as lease:
+        for _ in range(8):
             try:
                 etl.status("etl-a")
             except leasekeeper.RateLimited:

@@ -5,7 +5,7 @@ import queue
 import socket
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import pytest
 
@@ -42,7 +42,7 @@ class Reader:
 
     def until(self, kind: str, lock: Optional[str] = None, timeout: float = 20) -> List[Dict[str, Any]]:
         """The events up to the first of kind (on lock), that one included."""
-        out = []
+        out: List[Dict[str, Any]] = []
         deadline = time.monotonic() + timeout
         while True:
             e = self.next(max(deadline - time.monotonic(), 0.01))
@@ -58,7 +58,7 @@ class Reader:
         assert not self.thread.is_alive(), "close did not end the iteration"
 
 
-def check_events(answers: AnswerCheck, events: List[Dict[str, Any]]) -> None:
+def check_events(answers: AnswerCheck, events: Sequence[Mapping[str, Any]]) -> None:
     """The events' shapes, against the document's Event schema."""
     oa = answers.openapi
     if oa is not None:
