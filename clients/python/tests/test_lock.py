@@ -160,8 +160,10 @@ def test_unknown_outcome_is_withdrawn(lk: Client, server: support.Server) -> Non
     waiter = in_thread(lk.acquire, "exports/daily", client="etl-b", ttl=30, wait=30)
     wait_queued(lk, "exports/daily")
     server.kill()
-    threading.Timer(1.0, server.start).start()
+    restart = threading.Timer(1.0, server.start)
+    restart.start()
     waiter["thread"].join(30)
+    restart.join()  # before any failure, so that the test's end stops it
     err = waiter.get("error")
     assert isinstance(err, leasekeeper.UnknownOutcome), waiter
     assert err.withdraw_error is None
@@ -177,9 +179,14 @@ def test_interrupted_wait_is_withdrawn(lk: Client) -> None:
     assert main is not None and threading.get_ident() == main
     timer = threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT))
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        lk.acquire("exports/daily", client="etl-b", ttl=30, wait=20)
-    timer.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lk.acquire("exports/daily", client="etl-b", ttl=30, wait=20)
+    finally:
+        # An acquire that returned early must not leave the signal to
+        # interrupt pytest itself.
+        timer.cancel()
+        timer.join()
     assert lk.status("etl-b")["waiting"] is None
     assert lk.inspect("exports/daily")["queue"] == []
 
