@@ -336,3 +336,21 @@ def test_socket_timeout_exceeds_the_wait(lk: Client, server: support.Server) -> 
     with pytest.raises(leasekeeper.NotAcquired):
         short.acquire("exports/daily", client="etl-b", ttl=30, wait=3)
     assert time.monotonic() - start >= 3
+
+
+def test_error_classes_by_code() -> None:
+    # unavailable (503) cannot be had from a healthy SQLite server: the
+    # answer's decoding, as the server would send it.
+    from leasekeeper import _http
+
+    with pytest.raises(leasekeeper.Unavailable) as e:
+        _http.decode_answer("POST", "/v1/acquire", 503, b'{"error":"unavailable","message":"db away"}', "1")
+    assert (e.value.code, e.value.status, e.value.message, e.value.retry_after) == ("unavailable", 503, "db away", 1.0)
+    for code, cls in [("client_busy", leasekeeper.ClientBusy), ("not_holder", leasekeeper.NotHolder),
+                      ("stale_token", leasekeeper.StaleToken), ("token_not_granted", leasekeeper.TokenNotGranted),
+                      ("rate_limited", leasekeeper.RateLimited), ("shutting_down", leasekeeper.Error)]:
+        with pytest.raises(leasekeeper.Error) as e:
+            _http.decode_answer("GET", "/v1/x", 409, ('{"error":"%s","message":"m"}' % code).encode(), None)
+        assert type(e.value) is cls and e.value.code == code
+    assert _http.retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date past
+    assert _http.retry_after(None) is None
