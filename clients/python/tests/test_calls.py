@@ -349,8 +349,8 @@ def test_error_classes_by_code() -> None:
     for code, cls in [("client_busy", leasekeeper.ClientBusy), ("not_holder", leasekeeper.NotHolder),
                       ("stale_token", leasekeeper.StaleToken), ("token_not_granted", leasekeeper.TokenNotGranted),
                       ("rate_limited", leasekeeper.RateLimited), ("shutting_down", leasekeeper.Error)]:
-        with pytest.raises(leasekeeper.Error) as e:
+        with pytest.raises(leasekeeper.Error) as err:
             _http.decode_answer("GET", "/v1/x", 409, ('{"error":"%s","message":"m"}' % code).encode(), None)
-        assert type(e.value) is cls and e.value.code == code
+        assert type(err.value) is cls and err.value.code == code
     assert _http.retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date past
     assert _http.retry_after(None) is None
