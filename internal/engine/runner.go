@@ -41,6 +41,9 @@ type runner struct {
 	hooks    hooks
 	// events are the open transaction's (a group's: all its operations').
 	events []service.Event
+	// op and opEvents are the context of the operation under way (do).
+	op       service.Op
+	opEvents []service.Event
 
 	// group is the open transaction of a group, nil outside one;
 	// groupStart is the state to restore if its commit fails.
@@ -197,7 +200,11 @@ func (r *runner) do(ctx context.Context, ts int64, fn func(op *service.Op) error
 		r.st.NextExpiry = math.MinInt64
 	}()
 	r.st.Clock, r.st.ClockSet = ts, true
-	op := &service.Op{Tx: tx, Now: ts, Config: &r.cfg, State: &r.st}
+	// One Op, and one buffer for its events, serve every operation in turn
+	// (r.mu is held): an operation costs no allocation for them.
+	op := &r.op
+	*op = service.Op{Tx: tx, Now: ts, Config: &r.cfg, State: &r.st, Events: r.opEvents[:0]}
+	defer func() { r.opEvents = op.Events[:0] }()
 	if err := service.Settle(op); err != nil {
 		return err
 	}
