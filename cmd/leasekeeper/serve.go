@@ -125,6 +125,8 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return srv.Counts(ctx) })
 	srv = server.New(svc, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler(),
 		EventsBuffer: events})
+	tel.OldestWaitFrom(srv.OldestWait)
+	tel.ConnectionsFrom(conns.Open, conns.Max())
 	hs := cf.httpServer(srv.Handler(), conns, log)
 	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), displayDB(dbPath))
 	served := make(chan error, 1)

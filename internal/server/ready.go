@@ -31,6 +31,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case <-s.draining:
+		s.noteReady(NotReadyShuttingDown)
 		replyError(w, lk.Errorf(lk.CodeShuttingDown, "the server is stopping"))
 		return
 	default:
@@ -52,18 +53,23 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	case err := <-done:
 		switch {
 		case errors.Is(err, ErrClosed):
+			s.noteReady(NotReadyShuttingDown)
 			replyError(w, lk.Errorf(lk.CodeShuttingDown, "the server is stopping"))
 		case err != nil:
 			// Whatever failed, requests sent now would fail too: not ready.
 			// The cause goes to the log only: ready is open to anyone.
 			s.log.Warn("not ready: the probe's commit failed", "err", err)
+			s.noteReady(s.notReadyReason(err))
 			replyError(w, lk.Errorf(lk.CodeUnavailable, "the database did not commit"))
 		default:
+			s.noteReady("")
 			reply(w, lk.ReadyResult{Status: "ready"})
 		}
 	case <-timer.C:
+		s.noteReady(NotReadyCommitTimeout)
 		replyError(w, lk.Errorf(lk.CodeUnavailable, "the database did not commit within "+ReadyTimeout.String()))
 	case <-s.draining:
+		s.noteReady(NotReadyShuttingDown)
 		replyError(w, lk.Errorf(lk.CodeShuttingDown, "the server is stopping"))
 	case <-r.Context().Done():
 	}

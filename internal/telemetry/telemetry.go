@@ -53,6 +53,7 @@ type Telemetry struct {
 	staleWrites, auditErrors  prometheus.Counter
 	requests                  *prometheus.HistogramVec
 	commitSeconds, commitSize prometheus.Histogram
+	readiness                 *readiness // state.go
 }
 
 var _ server.Auditor = (*Telemetry)(nil)
@@ -110,6 +111,7 @@ func New(audit io.Writer, counts Counts) *Telemetry {
 	for _, status := range []int{401, 403} {
 		t.authFailures.WithLabelValues(strconv.Itoa(status))
 	}
+	t.readiness = newReadiness(t.reg)
 	if t.audit != nil {
 		t.log("start", slog.Int("pid", os.Getpid()), slog.String("version", lk.Version))
 		t.flush()
