@@ -139,9 +139,16 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 		return err
 	}
 	defer removeReady()
+	// The same moment as --ready-file: listening, on an open database.
+	if err := notifyServiceManager(fmt.Sprintf("READY=1\nSTATUS=listening on %s://%s", sec.scheme(), ln.Addr())); err != nil {
+		log.Error("could not tell the service manager that serve is ready", "err", err)
+	}
 	select {
 	case err = <-served:
 	case <-ctx.Done():
+		if err := notifyServiceManager("STOPPING=1"); err != nil {
+			log.Warn("could not tell the service manager that serve is stopping", "err", err)
+		}
 		err = stopServing(log, hs, srv, conns)
 	}
 	srv.Close()
