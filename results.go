@@ -220,6 +220,18 @@ type ReadyResult struct {
 	Status string `json:"status"`
 }
 
+// NotReady is GET /v1/ready's 503: why the server cannot serve writes now
+// (Reason: shutting_down, disk_full, database_unavailable, commit_timeout
+// or commit_failed), beside the error object's code (unavailable, or
+// shutting_down) and message, so that a client reading error objects reads
+// it too.
+type NotReady struct {
+	Status  string    `json:"status"` // "not_ready"
+	Reason  string    `json:"reason"`
+	Code    ErrorCode `json:"error"`
+	Message string    `json:"message"`
+}
+
 // errorWire is an *Error's JSON form, the HTTP API's error answer.
 type errorWire struct {
 	Code    ErrorCode `json:"error"`

@@ -97,3 +97,5 @@ CREATE INDEX grants_ended_by_lock ON grants (lock, token) WHERE ended IS NOT NUL
 CREATE INDEX grants_ended_by_lock_time ON grants (lock, ended_at) WHERE ended IS NOT NULL;
 
 CREATE INDEX grants_ended_by_lock_order ON grants (lock, ended_after_token, ended_at, token) WHERE ended IS NOT NULL;
+
+CREATE INDEX queue_entries_by_time ON queue_entries (queued_at);

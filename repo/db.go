@@ -250,6 +250,30 @@ func (d *DB) closeStmts() {
 	}
 }
 
+// The storage failures, beside lk.ErrUnavailable in a failed statement's
+// error (dialect.failed): the database itself cannot take writes, not a
+// lock wait or a conflict that the next attempt may pass.
+var (
+	// ErrDiskFull: SQLite could not write its files (a full disk, a file
+	// size limit, an I/O error).
+	ErrDiskFull = errors.New("the database file cannot be written")
+	// ErrDatabaseDown: PostgreSQL is out of reach, or refuses writes (a
+	// lost connection, a server shutting down, a read-only standby).
+	ErrDatabaseDown = errors.New("the database is out of reach or refuses writes")
+)
+
+// Checkpoint writes what committed into the database's main file, outside
+// any transaction: on SQLite the WAL's pages, without waiting for readers
+// (a write that reaches the file itself, which a commit into the WAL's free
+// room does not prove); on PostgreSQL nothing, as a commit already is.
+func (d *DB) Checkpoint(ctx context.Context) error {
+	if d.texts[qCheckpoint] == "" {
+		return nil
+	}
+	_, err := (&Tx{d: d, ctx: ctx}).exec(qCheckpoint)
+	return err
+}
+
 // Tx is an open transaction on a DB: the handle every repo function takes.
 type Tx struct {
 	d   *DB

@@ -89,6 +89,9 @@ type dialect interface {
 	// pagesRead returns how many pages conn's statements have read
 	// (PagesRead); 0 where the database does not count them.
 	pagesRead(conn *sqlx.Conn) (int64, error)
+	// checkpoint writes what committed into the database's main file,
+	// outside any transaction (Checkpoint); "" where a commit already has.
+	checkpoint() string
 }
 
 var (
@@ -111,4 +114,5 @@ var (
 	qBackupInto         = perDialect("Backup.into", dialect.backupInto)
 	qReadBegin          = perDialect("Read.begin", dialect.readBegin)
 	qNotifyEventID      = perDialect("Notify.event-id", dialect.notifyEventID)
+	qCheckpoint         = perDialect("Checkpoint", dialect.checkpoint)
 )

@@ -129,18 +129,22 @@ func (postgresDialect) failed(err error) (mapped error, suspect, replace bool) {
 	if errors.As(err, &pe) {
 		switch {
 		case strings.HasPrefix(pe.Code, "08"), // connection exception
-			strings.HasPrefix(pe.Code, "57"), // operator intervention: shutdown, cancel
-			pe.Code == "55P03",               // lock_not_available: lock_timeout
-			pe.Code == "25P03",               // idle_in_transaction_session_timeout
+			strings.HasPrefix(pe.Code, "57"): // operator intervention: shutdown, cancel
+			return fmt.Errorf("%w: %w: %v", lk.ErrUnavailable, ErrDatabaseDown, err), true, false
+		case pe.Code == "55P03", // lock_not_available: lock_timeout
+			pe.Code == "25P03", // idle_in_transaction_session_timeout
 			pe.Code == "40001", pe.Code == "40P01":
 			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err), true, false
 		case pe.Code == "25006": // read_only_sql_transaction: a standby, after a failover
-			return fmt.Errorf("%w: %v", lk.ErrUnavailable, err), true, true
+			return fmt.Errorf("%w: %w: %v", lk.ErrUnavailable, ErrDatabaseDown, err), true, true
 		}
 		return err, true, false
 	}
 	if lostConnection(err) {
-		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err), true, false
+		return fmt.Errorf("%w: %w: %v", lk.ErrUnavailable, ErrDatabaseDown, err), true, false
 	}
 	return err, true, false // a bug of ours, not the database's absence
 }
+
+// checkpoint: PostgreSQL's own; a commit that succeeded is on the server.
+func (postgresDialect) checkpoint() string { return "" }

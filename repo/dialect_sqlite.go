@@ -83,7 +83,7 @@ func (sqliteDialect) failed(err error) (mapped error, suspect, replace bool) {
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff { // the primary code, without the extended bits
 		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR:
-			return fmt.Errorf("%w: the database file cannot be written (is the disk full?): %v", lk.ErrUnavailable, err), false, false
+			return fmt.Errorf("%w: %w (is the disk full?): %v", lk.ErrUnavailable, ErrDiskFull, err), false, false
 		}
 	}
 	return err, false, false
@@ -108,3 +108,7 @@ func (sqliteDialect) pagesRead(conn *sqlx.Conn) (int64, error) {
 	})
 	return pages, err
 }
+
+// checkpoint copies the WAL's committed pages into the database file, not
+// waiting for readers (PASSIVE): a write that reaches the file itself.
+func (sqliteDialect) checkpoint() string { return `PRAGMA wal_checkpoint(PASSIVE)` }

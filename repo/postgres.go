@@ -151,12 +151,12 @@ func (d *DB) recover(ctx context.Context) error {
 	conn, err := d.db.Connx(ctx)
 	if err != nil {
 		// d.conn stays the closed one: the next Begin tries again.
-		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w: %v", lk.ErrUnavailable, ErrDatabaseDown, err)
 	}
 	d.conn, d.suspect = conn, false
 	if err := d.serviceLockTimeout(ctx); err != nil {
 		d.suspect, d.replace = true, true // a ping would not set it
-		return fmt.Errorf("%w: %v", lk.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w: %v", lk.ErrUnavailable, ErrDatabaseDown, err)
 	}
 	return nil
 }

@@ -316,3 +316,14 @@ func LiveCounts(tx *Tx, now int64) (held, waiting int64, err error) {
 	_, err = tx.row(qLiveCounts, []any{now}, &held, &waiting)
 	return held, waiting, err
 }
+
+// qQueueOldest reads the first entry of queue_entries_by_time
+// (migrations 00007): one index lookup, however many wait.
+var qQueueOldest = portable("QueueOldest", `SELECT queued_at FROM queue_entries ORDER BY queued_at LIMIT 1`)
+
+// QueueOldest returns when the client waiting longest, in any queue, was
+// queued; found is false when nobody waits. For the metrics' gauge of the
+// oldest wait.
+func QueueOldest(tx *Tx) (queuedAt int64, found bool, err error) {
+	return tx.rowInt(qQueueOldest)
+}

@@ -104,10 +104,38 @@ func Locks(op *Op, req lk.LocksRequest) (lk.LocksResult, error) {
 	return out, nil
 }
 
-// Counts returns how many locks have live leases at op.Now and how many
-// clients wait: for the metrics' gauges, which count what they read.
-func Counts(op *Op) (held, waiting int64, err error) {
-	return repo.LiveCounts(op.Tx, op.Now)
+// Gauges are what the metrics read of the database at each scrape.
+type Gauges struct {
+	Held    int64 // locks with live leases
+	Waiting int64 // clients waiting in a queue
+	// OldestWait is how long, in whole seconds, the client waiting longest
+	// in any queue has waited; 0 when nobody waits.
+	OldestWait int64
+}
+
+// ReadGauges reads the gauges at op.Now. They count what they read: apart,
+// a waiter whose lock a lapse not yet retired would hand over is still
+// counted. The counts cost a pass over the live leases and the queue; the
+// oldest wait, one index lookup (OldestWait).
+func ReadGauges(op *Op) (Gauges, error) {
+	var g Gauges
+	var err error
+	if g.Held, g.Waiting, err = repo.LiveCounts(op.Tx, op.Now); err != nil {
+		return g, err
+	}
+	g.OldestWait, err = OldestWait(op)
+	return g, err
+}
+
+// OldestWait returns how long, in seconds at op.Now, the client that has
+// waited longest in any queue has waited; 0 when nobody waits. It costs one
+// index lookup (repo.QueueOldest), however many wait.
+func OldestWait(op *Op) (int64, error) {
+	queuedAt, found, err := repo.QueueOldest(op.Tx)
+	if err != nil || !found {
+		return 0, err
+	}
+	return max(op.Now-queuedAt, 0), nil
 }
 
 // Store returns a page of req.Lock's fenced store. The store does not

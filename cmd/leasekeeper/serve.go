@@ -105,7 +105,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 		return err
 	}
 	var eng *engine.Engine // the gauges read it at each scrape, once serving
-	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return eng.Counts(ctx) },
+	tel := telemetry.New(audit, func(ctx context.Context) (service.Gauges, error) { return eng.Gauges(ctx) },
 		telemetry.Options{Principals: sec.Authorizer != nil})
 	// FULL: WAL with synchronous=NORMAL survives a killed process but may
 	// lose the last commits on power loss; FULL syncs the WAL at every
@@ -122,6 +122,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 		return err
 	}
 	srv := server.New(eng, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler()})
+	tel.ConnectionsFrom(conns.Open, conns.Max())
 	hs := cf.httpServer(srv.Handler(), conns, log)
 	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), repo.Redacted(dbPath))
 	served := make(chan error, 1)
@@ -133,9 +134,16 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 		return err
 	}
 	defer removeReady()
+	// The same moment as --ready-file: listening, on an open database.
+	if err := notifyServiceManager(fmt.Sprintf("READY=1\nSTATUS=listening on %s://%s", sec.scheme(), ln.Addr())); err != nil {
+		log.Error("could not tell the service manager that serve is ready", "err", err)
+	}
 	select {
 	case err = <-served:
 	case <-ctx.Done():
+		if err := notifyServiceManager("STOPPING=1"); err != nil {
+			log.Warn("could not tell the service manager that serve is stopping", "err", err)
+		}
 		err = stopServing(log, hs, eng, conns)
 	}
 	cerr := eng.Close()

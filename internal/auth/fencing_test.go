@@ -30,7 +30,7 @@ func startFencing(t *testing.T, path string, strict bool, audit *syncBuffer) (e 
 	}
 	log := slog.New(slog.DiscardHandler)
 	var eng *engine.Engine
-	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) { return eng.Counts(ctx) }, telemetry.Options{})
+	tel := telemetry.New(audit, func(ctx context.Context) (service.Gauges, error) { return eng.Gauges(ctx) }, telemetry.Options{})
 	eng, err = engine.Open(context.Background(), path, engine.Options{Rules: service.Config{StrictFencing: strict}, Observer: tel})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,8 @@ type committer struct {
 	// ran is called after each operation is answered: the next expiry may
 	// have moved.
 	ran func()
+	// ready is told each write's failure, and each group's outcome.
+	ready *readiness
 	ctx context.Context // ends with Close
 
 	calls chan *pending
@@ -128,6 +130,12 @@ func (c *committer) loop() {
 		if c.obs != nil {
 			c.obs.GroupCommitted(len(group), time.Since(start))
 		}
+		for _, cl := range group {
+			if cl.err != nil {
+				c.ready.failed(cl.err) // an operation undone alone, in its savepoint
+			}
+		}
+		c.ready.afterGroup(err, func() error { return c.r.checkpoint(ctx) })
 		if answered {
 			continue
 		}

@@ -16,7 +16,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -62,6 +61,9 @@ type Observer interface {
 	Committed(events []service.Event)
 	// GroupCommitted gets each group commit: how many operations, how long.
 	GroupCommitted(ops int, d time.Duration)
+	// Ready gets each readiness verdict (ready.go): "" when ready, else
+	// one of NotReadyReasons.
+	Ready(reason string)
 }
 
 // Auditor is an Observer that keeps an audit log, written ahead of each
@@ -94,6 +96,7 @@ type Engine struct {
 	lapse *lapseTimer
 	waits waits
 	bus   *Bus
+	ready *readiness
 	obs   Observer
 	log   *slog.Logger
 
@@ -130,7 +133,8 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 		clock = realClock{}
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.com = &committer{r: r, clock: clock, log: e.log, obs: opts.Observer, ctx: e.ctx,
+	e.ready = &readiness{log: e.log, obs: opts.Observer, peers: r.peers != nil}
+	e.com = &committer{r: r, clock: clock, log: e.log, obs: opts.Observer, ctx: e.ctx, ready: e.ready,
 		calls: make(chan *pending, maxGroup), done: make(chan struct{}),
 		dbClock: r.peers != nil && (opts.Clock == nil || opts.TimeFromDatabase), failed: e.waits.recheck}
 	e.com.lastTS.Store(math.MinInt64)
@@ -309,16 +313,12 @@ func (e *Engine) Graph(ctx context.Context, q lk.GraphRequest) (lk.GraphResult, 
 	return query(e, ctx, "graph", q, service.Graph)
 }
 
-// Counts returns how many locks have live leases and how many clients wait,
-// now: for the metrics' gauges. It costs a pass over the live leases and
-// the queue, read apart from the committer, which it never holds up.
-func (e *Engine) Counts(ctx context.Context) (held, waiting int64, err error) {
-	type counts struct{ held, waiting int64 }
-	c, err := query(e, ctx, "counts", struct{}{}, func(op *service.Op, _ struct{}) (counts, error) {
-		h, w, err := service.Counts(op)
-		return counts{h, w}, err
+// Gauges reads what the metrics show of the database now, apart from the
+// committer, which it never holds up (service.ReadGauges).
+func (e *Engine) Gauges(ctx context.Context) (service.Gauges, error) {
+	return query(e, ctx, "gauges", struct{}{}, func(op *service.Op, _ struct{}) (service.Gauges, error) {
+		return service.ReadGauges(op)
 	})
-	return c.held, c.waiting, err
 }
 
 // Clock returns the last time an operation ran at; ok is false before the
@@ -336,65 +336,6 @@ func (e *Engine) NextLapse() int64 { return e.r.nextExpiry() }
 
 // Events is the event bus, for the readers of GET /v1/events.
 func (e *Engine) Events() *Bus { return e.bus }
-
-// ReadyTimeout bounds how long Ready waits for the database: a probe must
-// answer in the probe's own time, and a database that takes longer than
-// this to commit a group is not serving anyone well either.
-const ReadyTimeout = 2 * time.Second
-
-// Errors of Ready.
-var (
-	// ErrDraining: the engine drains, for a shutdown.
-	ErrDraining = errors.New("the engine is stopping")
-	// ErrNotReady wraps the error of the probe's commit.
-	ErrNotReady = errors.New("the database did not commit")
-	// ErrReadyTimeout: the probe's group did not commit within
-	// ReadyTimeout.
-	ErrReadyTimeout = errors.New("the database did not commit within " + ReadyTimeout.String())
-)
-
-// Ready reports whether the engine can commit now: nil, ErrDraining,
-// ErrClosed, ErrReadyTimeout, or an error wrapping ErrNotReady and the
-// commit's. Its probe is an operation of
-// the next group, which writes the service row: a group that writes
-// nothing commits on a full disk. On a busy server the probe rides in a
-// group that forms anyway; on an idle one it costs a transaction that
-// writes one row. A group that commits proves more (PostgreSQL: the
-// connection, the service-row lock, a primary that accepts writes) than a
-// ping.
-func (e *Engine) Ready(ctx context.Context) error {
-	select {
-	case <-e.draining:
-		return ErrDraining
-	default:
-	}
-	// submit waits for the group whatever the caller's context says: the
-	// probe runs in a goroutine of its own, so that the answer does not
-	// wait for a stalled group. It ends when the group does (the database
-	// deadline bounds that) or when the engine closes.
-	done := make(chan error, 1)
-	go func() {
-		done <- e.com.submit(context.WithoutCancel(ctx), "ready", func(context.Context, int64) error {
-			e.r.markDirty()
-			return nil
-		})
-	}()
-	timer := time.NewTimer(ReadyTimeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err == nil || errors.Is(err, ErrClosed) {
-			return err
-		}
-		return fmt.Errorf("%w: %w", ErrNotReady, err)
-	case <-timer.C:
-		return ErrReadyTimeout
-	case <-e.draining:
-		return ErrDraining
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // dispatch hands a committed transaction's events on: to the observer, to
 // the blocked acquires, and on a database without peers to the bus (with

@@ -393,6 +393,17 @@ func (r *runner) closeGroup(commit bool) (err error) {
 	return nil
 }
 
+// checkpoint writes what committed into the database's main file
+// (repo.DB.Checkpoint), between groups.
+func (r *runner) checkpoint(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.group != nil {
+		return errors.New("engine: a checkpoint inside a group")
+	}
+	return r.db.Checkpoint(ctx)
+}
+
 // markDirty makes the open group write the service row at its commit, as
 // an operation that changed the clock would: the readiness probe's write.
 // Outside a group it does nothing.

@@ -159,6 +159,9 @@ func (c *Conns) StopReading() {
 	}
 }
 
+// Max returns the cap on open connections, 0 for none.
+func (c *Conns) Max() int { return c.max }
+
 // Open returns how many connections are open.
 func (c *Conns) Open() int {
 	c.mu.Lock()

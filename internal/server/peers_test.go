@@ -37,6 +37,7 @@ func (o *tally) Committed(events []service.Event) {
 	}
 }
 func (o *tally) GroupCommitted(int, time.Duration) {}
+func (o *tally) Ready(string)                      {}
 func (o *tally) count(k lk.EventKind) int          { o.mu.Lock(); defer o.mu.Unlock(); return o.counts[k] }
 func newTally() *tally                             { return &tally{counts: map[lk.EventKind]int{}} }
 

@@ -92,7 +92,8 @@ func TestReadsApartFromCommitter(t *testing.T) {
 			expect(t, v, `{"client": "b", "age": 2, "holds": [], "waiting": {"lock": "L2", "position": 1}, "next": null}`)
 			_, v = f.call("GET", "/v1/locks", nil)
 			expect(t, v, `{"locks": [{"lock": "L2", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 2000}], "waiting": 1, "oldest_wait_s": 15}], "next": null}`)
-			held, waiting, err := srv.Counts(context.Background())
+			g, err := srv.Gauges(context.Background())
+			held, waiting := g.Held, g.Waiting
 			if err != nil || held != 1 || waiting != 1 {
 				t.Errorf("Counts: %d held, %d waiting, %v; want 1, 1, nil", held, waiting, err)
 			}
@@ -218,8 +219,8 @@ func TestReadsInMemory(t *testing.T) {
 	if m, _ := v.(map[string]any); m == nil || m["next"] != "B" {
 		t.Errorf("locks?limit=2: %v", v)
 	}
-	if held, waiting, err := srv.Counts(context.Background()); held != 3 || waiting != 0 || err != nil {
-		t.Errorf("Counts: %d, %d, %v; want 3, 0, nil", held, waiting, err)
+	if g, err := srv.Gauges(context.Background()); g.Held != 3 || g.Waiting != 0 || err != nil {
+		t.Errorf("Gauges: %+v, %v; want 3 held, 0 waiting", g, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -27,7 +28,7 @@ func TestReady(t *testing.T) {
 	unblock := blockWriters(t, f.path)
 	defer unblock()
 	status, v = f.call("GET", "/v1/ready", nil)
-	expectError(t, status, v, lk.CodeUnavailable)
+	expectNotReady(t, status, v, engine.NotReadyCommitTimeout, lk.CodeUnavailable)
 	if status, _ := f.call("GET", "/v1/health", nil); status != http.StatusOK {
 		t.Errorf("health while the database does not commit: HTTP %d, want 200", status)
 	}
@@ -49,7 +50,7 @@ func TestReadyWhileDraining(t *testing.T) {
 	}
 	eng.Drain()
 	status, v := f.call("GET", "/v1/ready", nil)
-	expectError(t, status, v, lk.CodeShuttingDown)
+	expectNotReady(t, status, v, engine.NotReadyShuttingDown, lk.CodeShuttingDown)
 }
 
 // TestReadyIsOpen: ready asks the Authorizer as operation "ready", which
@@ -69,5 +70,19 @@ func TestReadyIsOpen(t *testing.T) {
 	expectError(t, status, v, lk.CodeForbidden, "denyAll refuses ready")
 	if want := (server.Access{Op: "ready"}); len(d.asked) != 1 || d.asked[0] != want {
 		t.Errorf("GET /v1/ready asked %+v, want %+v", d.asked, want)
+	}
+}
+
+// expectNotReady checks ready's 503: the reason beside the error object's
+// code and a message.
+func expectNotReady(t *testing.T, status int, got any, reason string, code lk.ErrorCode) {
+	t.Helper()
+	m, _ := got.(map[string]any)
+	msg, _ := m["message"].(string)
+	if status != server.StatusOf(code) || len(m) != 4 || m["status"] != "not_ready" || m["reason"] != reason ||
+		m["error"] != string(code) || msg == "" {
+		g, _ := json.Marshal(got)
+		t.Errorf("got HTTP %d %s, want %d {\"status\": \"not_ready\", \"reason\": %q, \"error\": %q, \"message\": ...}",
+			status, g, server.StatusOf(code), reason, code)
 	}
 }

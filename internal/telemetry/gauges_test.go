@@ -14,6 +14,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/telemetry"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestGaugesApartFromCommitter: a scrape reads the gauges while the
@@ -26,7 +27,7 @@ func TestGaugesApartFromCommitter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tel.db")
 	var eng *engine.Engine
 	var err error
-	tel := telemetry.New(nil, func(ctx context.Context) (int64, int64, error) { return eng.Counts(ctx) }, telemetry.Options{})
+	tel := telemetry.New(nil, func(ctx context.Context) (service.Gauges, error) { return eng.Gauges(ctx) }, telemetry.Options{})
 	clock := engine.NewManualClock(time.Unix(1000, 0))
 	eng, err = engine.Open(ctx, path, engine.Options{Clock: clock, Observer: tel})
 	if err != nil {

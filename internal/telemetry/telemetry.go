@@ -33,9 +33,8 @@ import (
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
-// Counts reports how many locks have holders and how many clients wait, for
-// the gauges; *engine.Engine has it.
-type Counts func(ctx context.Context) (held, waiting int64, err error)
+// Gauges reads what the gauges show of the database (engine.Engine.Gauges).
+type Gauges func(ctx context.Context) (service.Gauges, error)
 
 // Options configure New.
 type Options struct {
@@ -68,6 +67,7 @@ type Telemetry struct {
 	// actors (Options.Principals).
 	principals bool
 	actors     actors
+	readiness  *readiness // state.go
 }
 
 var (
@@ -76,13 +76,13 @@ var (
 )
 
 // New returns telemetry writing the audit log as JSON lines to audit (nil:
-// no audit log), and reading the lock gauges through counts at each scrape.
+// no audit log), and reading the database gauges through gauges at each scrape.
 // A transaction's lines are written at once, in one write, just before it
 // commits (Audit); a refused request's line is written at once too. When
 // audit is a file, New first ends a last line that a kill cut short, and
 // notes the last transaction it holds for Recover to settle; then it writes
 // a "start" line.
-func New(audit io.Writer, counts Counts, opts Options) *Telemetry {
+func New(audit io.Writer, gauges Gauges, opts Options) *Telemetry {
 	t := &Telemetry{reg: prometheus.NewRegistry(), principals: opts.Principals}
 	if audit != nil {
 		t.ahead.start(audit)
@@ -128,25 +128,13 @@ func New(audit io.Writer, counts Counts, opts Options) *Telemetry {
 	for _, status := range []int{401, 403} {
 		t.authFailures.WithLabelValues(strconv.Itoa(status))
 	}
+	t.readiness = newReadiness(t.reg)
 	if t.audit != nil {
 		t.log("start", slog.Int("pid", os.Getpid()), slog.String("version", lk.Version))
 		t.flush()
 	}
-	if counts != nil {
-		gauge := func(name, help string, pick func(held, waiting int64) int64) {
-			t.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_" + name, Help: help},
-				func() float64 {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					held, waiting, err := counts(ctx)
-					if err != nil {
-						return -1
-					}
-					return float64(pick(held, waiting))
-				}))
-		}
-		gauge("locks_held", "Locks with at least one holder.", func(h, _ int64) int64 { return h })
-		gauge("waiters", "Clients waiting in a queue.", func(_, w int64) int64 { return w })
+	if gauges != nil {
+		t.reg.MustRegister(&databaseGauges{read: gauges})
 	}
 	return t
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/telemetry"
+	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // lockedBuffer is the audit log's destination, read while the server runs.
@@ -57,8 +58,8 @@ func TestMetricsAndAudit(t *testing.T) {
 	audit := &lockedBuffer{}
 	var eng *engine.Engine
 	var err error
-	tel := telemetry.New(audit, func(ctx context.Context) (int64, int64, error) {
-		return eng.Counts(ctx)
+	tel := telemetry.New(audit, func(ctx context.Context) (service.Gauges, error) {
+		return eng.Gauges(ctx)
 	}, telemetry.Options{})
 	clock := engine.NewManualClock(time.Unix(0, 0))
 	eng, err = engine.Open(ctx, filepath.Join(t.TempDir(), "tel.db"), engine.Options{Clock: clock, Observer: tel})
