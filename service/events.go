@@ -34,12 +34,12 @@ type Event struct {
 	// lk.EventRevoke) or the queue entry's (lk.EventQueue, lk.EventWithdraw,
 	// lk.EventDeadlockAbort).
 	Mode      lk.Mode
-	FromQueue bool      // lk.EventGrant
-	Cycle     []string  // lk.EventDeadlockAbort
-	Requester string    // lk.EventDeadlockAbort
+	FromQueue bool        // lk.EventGrant
+	Cycle     []string    // lk.EventDeadlockAbort
+	Requester string      // lk.EventDeadlockAbort
 	Lost      []lk.Holder // lk.EventDeadlockAbort: the victim's leases, by lock name
-	Highest   int64     // lk.EventStaleWrite, lk.EventUnfence
-	By        string    // lk.EventUnfence: the principal that asked, "" when unknown
+	Highest   int64       // lk.EventStaleWrite, lk.EventUnfence
+	By        string      // lk.EventUnfence: the principal that asked, "" when unknown
 	// Position is the queue entry an event concerns (lk.EventQueue, a
 	// FromQueue lk.EventGrant, lk.EventWithdraw, and lk.EventDeadlockAbort of a waiting
 	// client), 0 for none. Positions are never reused on a lock, so a

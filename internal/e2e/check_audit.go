@@ -32,15 +32,15 @@ const (
 
 // AuditEntry is one line of the audit log, as far as the checks read it.
 type AuditEntry struct {
-	Msg       string    `json:"msg"`
-	Group     int64     `json:"group"`
-	Lock      string    `json:"lock"`
-	Client    string    `json:"client"`
-	Holder    string    `json:"holder"`
-	Mode      lk.Mode   `json:"mode"`
-	Token     int64     `json:"token"`
-	At        int64     `json:"at"`
-	ExpiresAt int64     `json:"expires_at"`
+	Msg       string      `json:"msg"`
+	Group     int64       `json:"group"`
+	Lock      string      `json:"lock"`
+	Client    string      `json:"client"`
+	Holder    string      `json:"holder"`
+	Mode      lk.Mode     `json:"mode"`
+	Token     int64       `json:"token"`
+	At        int64       `json:"at"`
+	ExpiresAt int64       `json:"expires_at"`
 	Lost      []lk.Holder `json:"lost"`
 
 	// Where is the line's file and number, for messages.

@@ -33,7 +33,7 @@ type committer struct {
 	ran func()
 	// ready is told each write's failure, and each group's outcome.
 	ready *readiness
-	ctx context.Context // ends with Close
+	ctx   context.Context // ends with Close
 
 	calls chan *pending
 	done  chan struct{} // closed when the loop has stopped

@@ -62,7 +62,7 @@ type wireEvent struct {
 	Mode         lk.Mode          `json:"m,omitempty"`
 	Cycle        []string         `json:"y,omitempty"`
 	Requester    string           `json:"rq,omitempty"`
-	Lost         []lk.Holder        `json:"h,omitempty"`
+	Lost         []lk.Holder      `json:"h,omitempty"`
 	Highest      int64            `json:"g,omitempty"`
 	By           string           `json:"b,omitempty"`
 	Predecessors []lk.Predecessor `json:"d,omitempty"`

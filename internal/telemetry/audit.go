@@ -198,17 +198,17 @@ var eventLines = map[string]bool{"grant": true, "lapse": true, "release": true, 
 
 // auditLine is the part of an audit line that Recover reads.
 type auditLine struct {
-	Msg        string    `json:"msg"`
-	Group      int64     `json:"group"`
-	Lock       string    `json:"lock"`
-	Client     string    `json:"client"`
-	Holder     string    `json:"holder"`
-	Token      int64     `json:"token"`
-	Position   int64     `json:"position"`
-	WaitingFor string    `json:"waiting_for"`
+	Msg        string      `json:"msg"`
+	Group      int64       `json:"group"`
+	Lock       string      `json:"lock"`
+	Client     string      `json:"client"`
+	Holder     string      `json:"holder"`
+	Token      int64       `json:"token"`
+	Position   int64       `json:"position"`
+	WaitingFor string      `json:"waiting_for"`
 	Lost       []lk.Holder `json:"lost"`
-	Was        int64     `json:"was"`
-	Highest    int64     `json:"highest"`
+	Was        int64       `json:"was"`
+	Highest    int64       `json:"highest"`
 }
 
 // witnesses turns a group's lines into what the database can check.
