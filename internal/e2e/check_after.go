@@ -10,6 +10,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // The state a server shows once the load is over, typically after kills
@@ -45,7 +46,7 @@ const AfterWorker = 1 << 20
 // The releases, grants and writes it sends are recorded in h (worker
 // AfterWorker), so that the invariant checks and porcupine judge them too:
 // run it before Verify.
-func CheckAfter(ctx context.Context, h *History, target Target, locks []string) []Violation {
+func CheckAfter(ctx context.Context, h *history.History, target Target, locks []string) []Violation {
 	var vs violations
 	hc := HTTPClient()
 	rec := NewClient(h, AfterWorker, target, hc)
@@ -111,7 +112,7 @@ func CheckAfter(ctx context.Context, h *History, target Target, locks []string) 
 
 // checkHoldersAfter judges the holders and queue inspect showed on lock
 // against the history ops.
-func checkHoldersAfter(vs *violations, ops []Op, lock string, res lk.InspectResult) {
+func checkHoldersAfter(vs *violations, ops []history.Op, lock string, res lk.InspectResult) {
 	shown := map[string]lk.Holder{}
 	for _, ho := range res.Holders {
 		shown[ho.Client] = ho
@@ -126,15 +127,15 @@ func checkHoldersAfter(vs *violations, ops []Op, lock string, res lk.InspectResu
 	// one, the last acknowledged grant, and whether any acquire may have
 	// been granted (answered granted or queued, or unknown).
 	type client struct {
-		last, grant *Op
+		last, grant *history.Op
 		mayHold     bool
 	}
 	byCall := slices.Clone(ops)
-	slices.SortStableFunc(byCall, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
+	slices.SortStableFunc(byCall, func(a, b history.Op) int { return cmp.Compare(a.Call, b.Call) })
 	byClient := map[string]*client{}
 	for i := range byCall {
 		op := &byCall[i]
-		if op.Input.Lock != lock || op.Output.NotSent || (op.Input.Kind != Acquire && op.Input.Kind != Release) {
+		if op.Input.Lock != lock || op.Output.NotSent || (op.Input.Kind != history.Acquire && op.Input.Kind != history.Release) {
 			continue
 		}
 		c := byClient[op.Input.Client]
@@ -143,7 +144,7 @@ func checkHoldersAfter(vs *violations, ops []Op, lock string, res lk.InspectResu
 			byClient[op.Input.Client] = c
 		}
 		c.last = op
-		if op.Input.Kind == Acquire && (op.Output.Unknown || granted(*op) || op.Output.Outcome == lk.Queued) {
+		if op.Input.Kind == history.Acquire && (op.Output.Unknown || granted(*op) || op.Output.Outcome == lk.Queued) {
 			c.mayHold = true
 		}
 		if granted(*op) {
@@ -154,13 +155,13 @@ func checkHoldersAfter(vs *violations, ops []Op, lock string, res lk.InspectResu
 	for id, c := range byClient {
 		ho, held := shown[id]
 		switch {
-		case c.last.Input.Kind == Release && c.last.Output.Known() && held:
+		case c.last.Input.Kind == history.Release && c.last.Output.Known() && held:
 			vs.add(CheckAfterHolders, "%s: %s holds it (token %d) after its release was answered: %v", lock, id, ho.Token, c.last)
 		case c.last == c.grant && c.grant.Output.ExpiresAt > now+1 && (!held || ho.Token != c.grant.Output.Token):
 			vs.add(CheckAfterHolders, "%s: %v, never released, is not held with its token (inspect shows %+v)", lock, c.grant, res.Holders)
 		}
 	}
-	tokens := map[int64]Op{}
+	tokens := map[int64]history.Op{}
 	for _, op := range ops {
 		if granted(op) && op.Input.Lock == lock {
 			tokens[op.Output.Token] = op
@@ -180,7 +181,7 @@ func checkHoldersAfter(vs *violations, ops []Op, lock string, res lk.InspectResu
 
 // checkNewGrant takes the cleared lock anew (CheckAfterGrant); top is the
 // highest token granted or shown before.
-func checkNewGrant(vs *violations, ctx context.Context, rec *Client, ops []Op, lock string, top int64, inspect func(string) (lk.InspectResult, bool)) {
+func checkNewGrant(vs *violations, ctx context.Context, rec *Client, ops []history.Op, lock string, top int64, inspect func(string) (lk.InspectResult, bool)) {
 	id := "after/" + lock
 	a := rec.Acquire(ctx, id, lock, 300, lk.Exclusive, 0)
 	if !granted(a) {
@@ -199,7 +200,7 @@ func checkNewGrant(vs *violations, ctx context.Context, rec *Client, ops []Op, l
 	}
 	accepted := int64(0)
 	for _, op := range ops {
-		if op.Input.Kind == Write && op.Input.Lock == lock && op.Output.Known() && op.Output.Outcome == lk.OK {
+		if op.Input.Kind == history.Write && op.Input.Lock == lock && op.Output.Known() && op.Output.Outcome == lk.OK {
 			accepted = max(accepted, op.Input.Token)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // What the answers themselves promise, whatever the state: the server
@@ -55,7 +56,7 @@ type dbWindow struct {
 // (LimitFileSize: fsize-limit, fsize-unlimited); and for every server, a
 // server's connections slowed or its process paused (delay-db, pause to
 // resume), which holds the service row its peers need.
-func dbWindows(faults []Fault) []dbWindow {
+func dbWindows(faults []history.Fault) []dbWindow {
 	var out []dbWindow
 	type opened struct {
 		i    int
@@ -64,7 +65,7 @@ func dbWindows(faults []Fault) []dbWindow {
 	open := map[int]opened{} // key -> its open window
 	for _, f := range faults {
 		server, key := f.Server, f.Server
-		if f.Kind == FaultPrimaryCrash || f.Kind == FaultPromote {
+		if f.Kind == history.FaultPrimaryCrash || f.Kind == history.FaultPromote {
 			server, key = -1, -1
 		}
 		// A server slowed or paused may hold the service row every server
@@ -74,14 +75,14 @@ func dbWindows(faults []Fault) []dbWindow {
 			server, key = -1, -2-f.Server
 		}
 		switch {
-		case f.Kind == FaultPrimaryCrash, strings.HasPrefix(f.Kind, "cut-db"),
+		case f.Kind == history.FaultPrimaryCrash, strings.HasPrefix(f.Kind, "cut-db"),
 			strings.HasPrefix(f.Kind, "delay-db") && f.Kind != "delay-db 0s",
 			strings.HasPrefix(f.Kind, "fsize-limit"), f.Kind == "pause":
 			if _, ok := open[key]; !ok {
 				open[key] = opened{len(out), strings.HasPrefix(f.Kind, "fsize-limit")}
 				out = append(out, dbWindow{server: server, from: f.At, to: never})
 			}
-		case f.Kind == FaultPromote, f.Kind == "restore-db", f.Kind == "delay-db 0s", f.Kind == "fsize-unlimited",
+		case f.Kind == history.FaultPromote, f.Kind == "restore-db", f.Kind == "delay-db 0s", f.Kind == "fsize-unlimited",
 			f.Kind == "start" && open[key].disk, f.Kind == "resume":
 			if o, ok := open[key]; ok {
 				out[o.i].to = f.At + int64(RecoverBy)
@@ -98,7 +99,7 @@ func dbWindows(faults []Fault) []dbWindow {
 // ended (CheckRecovery); and an outcome is unknown for want of any answer only
 // when its server was killed, stopped, paused or cut off from its
 // database while the request was in flight, or before (CheckNoAnswer).
-func checkAnswers(vs *violations, ops []Op, faults []Fault) {
+func checkAnswers(vs *violations, ops []history.Op, faults []history.Fault) {
 	windows := dbWindows(faults)
 	for _, op := range ops {
 		o := op.Output

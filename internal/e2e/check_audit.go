@@ -11,6 +11,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // The audit log checked against the history (docs/observability.md, "What
@@ -175,7 +176,7 @@ type auditLease struct {
 // no log tells, and a killed server's last group is never settled, so only
 // CheckAuditAcked runs, over the union of the logs: every acknowledged
 // grant has its line, as answered, and so on.
-func CheckAudit(h *History, logs ...[]string) []Violation {
+func CheckAudit(h *history.History, logs ...[]string) []Violation {
 	var vs violations
 	var all []*AuditEntry
 	for server, files := range logs {
@@ -198,7 +199,7 @@ func CheckAudit(h *History, logs ...[]string) []Violation {
 	return vs.result()
 }
 
-func countFaults(h *History, kind string, server int) int {
+func countFaults(h *history.History, kind string, server int) int {
 	n := 0
 	for _, f := range h.Faults() {
 		if f.Kind == kind && f.Server == server {
@@ -276,7 +277,7 @@ func replayAudit(vs *violations, es []*AuditEntry) map[string]map[string]*auditL
 // acknowledged releases, withdrawals and stale refusals have at least as
 // many lines as answers, per lock and client. With holders (the replay's
 // end), the end state too (CheckAuditEnd).
-func checkAuditAcked(vs *violations, h *History, es []*AuditEntry, holders map[string]map[string]*auditLease) {
+func checkAuditAcked(vs *violations, h *history.History, es []*AuditEntry, holders map[string]map[string]*auditLease) {
 	type lc struct{ lock, client string }
 	type lt struct {
 		lock  string
@@ -301,7 +302,7 @@ func checkAuditAcked(vs *violations, h *History, es []*AuditEntry, holders map[s
 		lines[e.Msg][lc{e.Lock, client}]++
 	}
 	ops := h.Ops()
-	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
+	slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Call, b.Call) })
 	answered := map[string]map[lc]int{}
 	count := func(msg string, k lc) {
 		if answered[msg] == nil {
@@ -313,7 +314,7 @@ func checkAuditAcked(vs *violations, h *History, es []*AuditEntry, holders map[s
 	// acknowledged grant, until an acknowledged release; unsure after an
 	// unknown outcome of an acquire or a release.
 	type state struct {
-		grant  *Op
+		grant  *history.Op
 		unsure bool
 	}
 	st := map[lc]*state{}
@@ -321,7 +322,7 @@ func checkAuditAcked(vs *violations, h *History, es []*AuditEntry, holders map[s
 		op := &ops[i]
 		in, out := op.Input, op.Output
 		if !out.Known() {
-			if out.Unknown && (in.Kind == Acquire || in.Kind == Release) {
+			if out.Unknown && (in.Kind == history.Acquire || in.Kind == history.Release) {
 				st[lc{in.Lock, in.Client}] = &state{unsure: true}
 			}
 			continue
@@ -338,7 +339,7 @@ func checkAuditAcked(vs *violations, h *History, es []*AuditEntry, holders map[s
 					op, e.Where, e.Token, e.Client, e.Mode, e.ExpiresAt)
 			}
 			st[k] = &state{grant: op}
-		case in.Kind == Release && out.Outcome == lk.Released:
+		case in.Kind == history.Release && out.Outcome == lk.Released:
 			count("release", k)
 			if s := st[k]; s != nil && s.grant != nil {
 				if e := released[lt{in.Lock, s.grant.Output.Token}]; e == nil || e.Client != in.Client {
@@ -346,12 +347,12 @@ func checkAuditAcked(vs *violations, h *History, es []*AuditEntry, holders map[s
 				}
 			}
 			st[k] = &state{}
-		case in.Kind == Release && out.Outcome == lk.Withdrawn:
+		case in.Kind == history.Release && out.Outcome == lk.Withdrawn:
 			count("withdraw", k)
 			st[k] = &state{}
-		case in.Kind == Release: // not a holder: holds and awaits nothing
+		case in.Kind == history.Release: // not a holder: holds and awaits nothing
 			st[k] = &state{}
-		case in.Kind == Write && out.Err == lk.CodeStaleToken:
+		case in.Kind == history.Write && out.Err == lk.CodeStaleToken:
 			count("stale_write", lc{in.Lock, ""})
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // The checks of the crash scenario (check_audit.go, check_after.go,
@@ -35,25 +36,25 @@ func checksOf(vs []Violation) []string {
 
 func TestAuditChecksBite(t *testing.T) {
 	now := time.Now().Unix()
-	granted := func(token int64) Output {
-		return Output{Outcome: lk.Granted, Token: token, GrantedAt: now, ExpiresAt: now + 300}
+	granted := func(token int64) history.Output {
+		return history.Output{Outcome: lk.Granted, Token: token, GrantedAt: now, ExpiresAt: now + 300}
 	}
 	// The history: a holds L and writes, is killed, releases; c queues
 	// and withdraws; a's late write is refused; b is granted after the
 	// restart and holds L at the end.
-	history := func(starts int) *History {
+	history := func(starts int) *history.History {
 		b := newHist()
 		for range starts {
-			b.h.faults = append(b.h.faults, Fault{Kind: "start"})
+			b.h.RecordFault(history.Fault{Kind: "start"})
 		}
 		b.op(0, 10, acq("a", 0), granted(1))
 		b.op(20, 30, wr("a", "k", "a1", 1), said(lk.OK))
-		b.op(40, 50, acq("c", 0), Output{Outcome: lk.Queued, Position: 1})
+		b.op(40, 50, acq("c", 0), history.Output{Outcome: lk.Queued, Position: 1})
 		b.op(60, 70, rel("c"), said(lk.Withdrawn))
 		b.op(80, 90, rel("a"), said(lk.Released))
 		b.op(100, 110, acq("b", 0), granted(2))
 		b.op(120, 130, wr("b", "k", "b1", 2), said(lk.OK))
-		b.op(140, 150, wr("a", "k", "late", 1), Output{Err: lk.CodeStaleToken})
+		b.op(140, 150, wr("a", "k", "late", 1), history.Output{Err: lk.CodeStaleToken})
 		return b.h
 	}
 	grantLine := func(client string, token, expires, group int64) string {
@@ -141,7 +142,7 @@ func TestLeaseLengthBites(t *testing.T) {
 		{"a lease a second short", now + 299, []string{CheckLeaseLength}},
 	} {
 		b := newHist()
-		b.op(0, 10, acq("a", 5), Output{Outcome: lk.Granted, Token: 1, GrantedAt: now, ExpiresAt: c.expires})
+		b.op(0, 10, acq("a", 5), history.Output{Outcome: lk.Granted, Token: 1, GrantedAt: now, ExpiresAt: c.expires})
 		if got := checksOf(CheckInvariants(b.h)); !slices.Equal(got, c.want) {
 			t.Errorf("%s: reported %v, want %v", c.name, got, c.want)
 		}
@@ -153,7 +154,7 @@ func TestLeaseLengthBites(t *testing.T) {
 // what a server that lost a grant, undid a release, or lost its fence
 // would show.
 func TestCheckAfterBites(t *testing.T) {
-	h := NewHistory()
+	h := history.New()
 	c := Start(t, Options{History: h})
 	ctx := context.Background()
 	cl := NewClient(h, 0, c.Target(0), HTTPClient())
@@ -168,26 +169,26 @@ func TestCheckAfterBites(t *testing.T) {
 	if !granted(a) || !granted(b) {
 		t.Fatalf("the setup was not granted: %v, %v", a, b)
 	}
-	planted := func(ops ...Op) *History {
-		d := NewHistory()
-		d.start = h.start
+	planted := func(ops ...history.Op) *history.History {
+		// On h's clock, after its operations.
+		d := history.New()
 		for _, op := range h.Ops() {
-			d.add(op)
+			d.Record(op)
 		}
 		for _, op := range ops {
-			op.Call, op.Return = d.Now(), d.Now()
-			d.add(op)
+			op.Call, op.Return = h.Now(), h.Now()
+			d.Record(op)
 		}
 		return d
 	}
 	now := time.Now().Unix()
-	ghost := Op{Input: Input{Kind: Acquire, Client: "ghost", Lock: lock(3), TTL: 300, Mode: lk.Exclusive},
-		Output: Output{Outcome: lk.Granted, Token: 7, GrantedAt: now, ExpiresAt: now + 300}}
-	undone := Op{Input: Input{Kind: Release, Client: "c", Lock: lock(2)}, Output: Output{Outcome: lk.Released}}
-	fence := Op{Input: Input{Kind: Write, Client: "a", Lock: lock(4), Key: "k", Value: "high", Token: 1000}, Output: Output{Outcome: lk.OK}}
+	ghost := history.Op{Input: history.Input{Kind: history.Acquire, Client: "ghost", Lock: lock(3), TTL: 300, Mode: lk.Exclusive},
+		Output: history.Output{Outcome: lk.Granted, Token: 7, GrantedAt: now, ExpiresAt: now + 300}}
+	undone := history.Op{Input: history.Input{Kind: history.Release, Client: "c", Lock: lock(2)}, Output: history.Output{Outcome: lk.Released}}
+	fence := history.Op{Input: history.Input{Kind: history.Write, Client: "a", Lock: lock(4), Key: "k", Value: "high", Token: 1000}, Output: history.Output{Outcome: lk.OK}}
 	cases := []struct {
 		name  string
-		h     *History
+		h     *history.History
 		locks []int
 		want  []string
 	}{
@@ -212,9 +213,9 @@ func TestCheckAfterBites(t *testing.T) {
 func TestPollChecksBite(t *testing.T) {
 	now := time.Now().Unix()
 	b := newHist()
-	b.op(0, 10, acq("a", 0), Output{Outcome: lk.Granted, Token: 1, GrantedAt: now, ExpiresAt: now + 300})
+	b.op(0, 10, acq("a", 0), history.Output{Outcome: lk.Granted, Token: 1, GrantedAt: now, ExpiresAt: now + 300})
 	b.op(50, 60, rel("a"), said(lk.Released))
-	b.op(70, 80, acq("b", 0), Output{Outcome: lk.Granted, Token: 2, GrantedAt: now, ExpiresAt: now + 300})
+	b.op(70, 80, acq("b", 0), history.Output{Outcome: lk.Granted, Token: 2, GrantedAt: now, ExpiresAt: now + 300})
 	holder := func(client string, token int64) lk.Holder {
 		return lk.Holder{Client: client, Mode: lk.Exclusive, Token: token, ExpiresAt: now + 300}
 	}
@@ -254,7 +255,7 @@ func TestAPICheckerBites(t *testing.T) {
 			io.WriteString(w, c.body)
 		}))
 		a := NewAPIChecker(t)
-		h := NewHistory()
+		h := history.New()
 		cl := NewClient(h, 0, func() Endpoint { return Endpoint{URL: srv.URL} }, a.Client())
 		cl.Acquire(context.Background(), "a", "L", 300, lk.Exclusive, 0)
 		srv.Close()

@@ -7,26 +7,26 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // unavailable is the answer a server owes its client while the database is
 // away: 503 {"error": "unavailable"} with Retry-After: 1.
-var unavailable = Output{Unknown: true, Detail: "unavailable", Status: 503, Code: lk.CodeUnavailable, RetryAfter: 1}
+var unavailable = history.Output{Unknown: true, Detail: "unavailable", Status: 503, Code: lk.CodeUnavailable, RetryAfter: 1}
 
 // outage notes the primary's crash at crash and the promotion at promote
 // (milliseconds), settled a second later.
 func (b *hist) outage(crash, promote int64) {
-	b.h.faults = append(b.h.faults,
-		Fault{At: crash * 1e6, Kind: FaultPrimaryCrash, Server: -1},
-		Fault{At: promote * 1e6, Kind: FaultPromote, Server: -1, Settled: (promote + 1000) * 1e6})
+	b.h.RecordFault(history.Fault{At: crash * 1e6, Kind: history.FaultPrimaryCrash, Server: -1})
+	b.h.RecordFault(history.Fault{At: promote * 1e6, Kind: history.FaultPromote, Server: -1, Settled: (promote + 1000) * 1e6})
 }
 
 // TestAnswerChecksBite: the checks on answers and on the service's time,
 // on hand-made histories of servers that break their promises, and on the
 // same done right.
 func TestAnswerChecksBite(t *testing.T) {
-	at := func(grantedAt, ttl int64, o lk.Outcome, token int64) Output {
-		return Output{Outcome: o, Token: token, GrantedAt: grantedAt, ExpiresAt: grantedAt + ttl}
+	at := func(grantedAt, ttl int64, o lk.Outcome, token int64) history.Output {
+		return history.Output{Outcome: o, Token: token, GrantedAt: grantedAt, ExpiresAt: grantedAt + ttl}
 	}
 	cases := []struct {
 		name   string
@@ -46,16 +46,16 @@ func TestAnswerChecksBite(t *testing.T) {
 			b.op(0, 10, acq("a", 0), grant(1))
 			b.outage(20, 2000)
 			b.op(30, 40, wr("a", "k", "a1", 1), unavailable)
-			b.op(3100, 3200, rd("k", false), Output{})
+			b.op(3100, 3200, rd("k", false), history.Output{})
 			b.op(4000, 4100, rd("k", true), value("a1", 1))
 		}, nil, porcupine.Illegal},
 		{"500 during a failover", func(b *hist) {
 			b.outage(20, 2000)
-			b.op(30, 40, rel("a"), Output{Unknown: true, Status: 500, Code: "internal"})
+			b.op(30, 40, rel("a"), history.Output{Unknown: true, Status: 500, Code: "internal"})
 		}, []string{CheckUnavailable}, porcupine.Ok},
 		{"503 without Retry-After: 1", func(b *hist) {
 			b.outage(20, 2000)
-			b.op(30, 40, rel("a"), Output{Unknown: true, Status: 503, Code: lk.CodeUnavailable})
+			b.op(30, 40, rel("a"), history.Output{Unknown: true, Status: 503, Code: lk.CodeUnavailable})
 		}, []string{CheckUnavailable}, porcupine.Ok},
 		{"503 with no database fault", func(b *hist) {
 			b.op(30, 40, rel("a"), unavailable)
@@ -69,15 +69,15 @@ func TestAnswerChecksBite(t *testing.T) {
 			b.outage(20, 2000)
 		}, []string{CheckRecovery}, porcupine.Ok},
 		{"no answer from a server that was up", func(b *hist) {
-			b.op(0, 10000, rel("a"), Output{Unknown: true, Detail: "context deadline exceeded"})
+			b.op(0, 10000, rel("a"), history.Output{Unknown: true, Detail: "context deadline exceeded"})
 		}, []string{CheckNoAnswer}, porcupine.Ok},
 		{"no answer from a server paused before", func(b *hist) {
-			b.h.faults = append(b.h.faults, Fault{At: 0, Kind: "pause"})
-			b.op(10, 10000, rel("a"), Output{Unknown: true, Detail: "context deadline exceeded"})
+			b.h.RecordFault(history.Fault{At: 0, Kind: "pause"})
+			b.op(10, 10000, rel("a"), history.Output{Unknown: true, Detail: "context deadline exceeded"})
 		}, nil, porcupine.Ok},
 		{"time runs backwards across servers", func(b *hist) {
 			b.op(0, 10, acq("a", 0), at(1000, 300, lk.Granted, 1))
-			b.op(20, 30, Input{Kind: Renew, Client: "a", Lock: "L", TTL: 300}, at(999, 300, lk.Renewed, 1))
+			b.op(20, 30, history.Input{Kind: history.Renew, Client: "a", Lock: "L", TTL: 300}, at(999, 300, lk.Renewed, 1))
 		}, []string{CheckTimeOrder}, porcupine.Ok},
 		{"two waiters granted in the order they joined the queue, not the order sent", func(b *hist) {
 			// The model's cut of queue orders (Acquire's granted case)

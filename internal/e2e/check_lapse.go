@@ -1,6 +1,9 @@
 package e2e
 
-import lk "github.com/leasekeeper/leasekeeper"
+import (
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+)
 
 // CheckLapse names the check that a lapsed lease is handed over at its
 // expiry, not before (L3): exact, in the server's own seconds.
@@ -18,8 +21,8 @@ const CheckLapse = "lapse-handover"
 // out. A renew with an unknown outcome may have moved the expiry later,
 // which only raises the bound this check uses as the lower one. ops are in
 // return order.
-func checkLapse(vs *violations, ops []Op) {
-	byLock := map[string][]Op{}
+func checkLapse(vs *violations, ops []history.Op) {
+	byLock := map[string][]history.Op{}
 	for _, op := range ops {
 		if granted(op) {
 			byLock[op.Input.Lock] = append(byLock[op.Input.Lock], op)
@@ -34,14 +37,14 @@ func checkLapse(vs *violations, ops []Op) {
 			if op.Input.Client != g.Input.Client || op.Input.Lock != g.Input.Lock || op.Call < g.Return {
 				continue
 			}
-			if op.Input.Kind == Renew && op.Output.Known() && op.Output.Outcome == lk.Renewed {
+			if op.Input.Kind == history.Renew && op.Output.Known() && op.Output.Outcome == lk.Renewed {
 				expires = max(expires, op.Output.ExpiresAt)
 			}
-			if op.Input.Kind == Release {
+			if op.Input.Kind == history.Release {
 				lapsed = op.Output.Known() && op.Output.Err == lk.CodeNotHolder
 				break
 			}
-			if op.Input.Kind == Acquire {
+			if op.Input.Kind == history.Acquire {
 				// The same client acquiring again: the workloads never
 				// do while holding, so the lease ended somehow.
 				lapsed = false

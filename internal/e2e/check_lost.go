@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // The Go client's own promise (client.Lease.Lost): Lost is closed before a
@@ -107,14 +108,14 @@ func (r LeaseRecord) String() string {
 // Lease with its keep-alive) and records each in a LeaseRecord, for
 // CheckLost. It is safe for concurrent use.
 type LeaseLog struct {
-	h    *History
+	h    *history.History
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	recs []*LeaseRecord
 }
 
 // NewLeaseLog returns a LeaseLog on h's clock.
-func NewLeaseLog(h *History) *LeaseLog { return &LeaseLog{h: h} }
+func NewLeaseLog(h *history.History) *LeaseLog { return &LeaseLog{h: h} }
 
 // LoggedLease is a Lease of a LeaseLog; call its Release, not the Lease's,
 // so that the moment work stopped is noted.

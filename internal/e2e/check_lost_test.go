@@ -7,6 +7,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // TestLostChecksBite feeds CheckLost and CheckStalled hand-made records of
@@ -60,23 +61,23 @@ func TestLostChecksBite(t *testing.T) {
 	}
 
 	stalled := func(stale bool, final string, lost string) []e2e.Violation {
-		h := e2e.NewHistory()
+		h := history.New()
 		ok := lk.OK
-		write := func(client, value string, token, call int64, out e2e.Output) {
-			h.Record(e2e.Op{Input: e2e.Input{Kind: e2e.Write, Client: client, Lock: "l", Key: "k", Value: value, Token: token}, Output: out, Call: call, Return: call + 1})
+		write := func(client, value string, token, call int64, out history.Output) {
+			h.Record(history.Op{Input: history.Input{Kind: history.Write, Client: client, Lock: "l", Key: "k", Value: value, Token: token}, Output: out, Call: call, Return: call + 1})
 		}
-		write("a", "a1", 1, 10, e2e.Output{Outcome: ok})
-		write("b", "b1", 2, 20, e2e.Output{Outcome: ok})
-		late := e2e.Output{Err: lk.CodeStaleToken}
+		write("a", "a1", 1, 10, history.Output{Outcome: ok})
+		write("b", "b1", 2, 20, history.Output{Outcome: ok})
+		late := history.Output{Err: lk.CodeStaleToken}
 		if !stale {
-			late = e2e.Output{Outcome: ok}
+			late = history.Output{Outcome: ok}
 		}
 		write("a", "a2", 1, 30, late)
 		token := int64(2)
 		if final == "a2" {
 			token = 1
 		}
-		h.Record(e2e.Op{Input: e2e.Input{Kind: e2e.Read, Lock: "l", Key: "k", Final: true}, Output: e2e.Output{Value: &final, Token: token}, Call: 40, Return: 41})
+		h.Record(history.Op{Input: history.Input{Kind: history.Read, Lock: "l", Key: "k", Final: true}, Output: history.Output{Value: &final, Token: token}, Call: 40, Return: 41})
 		return e2e.CheckStalled(h, e2e.Stalled{Lock: "l", Holder: "a", Successor: "b", Lost: lost})
 	}
 	if vs := stalled(true, "b1", "lease expired"); len(vs) > 0 {

@@ -9,6 +9,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // Inspect polls during the load, judged against the history: what the
@@ -39,7 +40,7 @@ type Poller struct {
 // PollHolders starts n pollers that inspect locks in turn through target,
 // each from another lock, recording every answer on h's clock. A request
 // that fails (a server killed or starting) is left out.
-func PollHolders(h *History, target Target, locks []string, n int) *Poller {
+func PollHolders(h *history.History, target Target, locks []string, n int) *Poller {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Poller{cancel: cancel}
 	hc := HTTPClient()
@@ -85,7 +86,7 @@ func (p *Poller) Stop() []HolderPoll {
 // after a grant was answered, and answered before the grantee sent its
 // release, shows that lease (leases do not lapse in the workload: a
 // workload with lapses needs expires_at checked here).
-func CheckPolls(h *History, polls []HolderPoll) []Violation {
+func CheckPolls(h *history.History, polls []HolderPoll) []Violation {
 	var vs violations
 	type lc struct{ lock, client string }
 	type lt struct {
@@ -93,11 +94,11 @@ func CheckPolls(h *History, polls []HolderPoll) []Violation {
 		token int64
 	}
 	ops := h.Ops()
-	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
-	byClient := map[lc][]Op{}
-	grantOf := map[lt]Op{}
+	slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Call, b.Call) })
+	byClient := map[lc][]history.Op{}
+	grantOf := map[lt]history.Op{}
 	for _, op := range ops {
-		if op.Output.NotSent || (op.Input.Kind != Acquire && op.Input.Kind != Release) {
+		if op.Output.NotSent || (op.Input.Kind != history.Acquire && op.Input.Kind != history.Release) {
 			continue
 		}
 		k := lc{op.Input.Lock, op.Input.Client}
@@ -108,13 +109,13 @@ func CheckPolls(h *History, polls []HolderPoll) []Violation {
 	}
 	// releaseAfter is the first release the grantee sent after g was
 	// answered, if any.
-	releaseAfter := func(g Op) (Op, bool) {
+	releaseAfter := func(g history.Op) (history.Op, bool) {
 		for _, op := range byClient[lc{g.Input.Lock, g.Input.Client}] {
-			if op.Input.Kind == Release && op.Call > g.Return {
+			if op.Input.Kind == history.Release && op.Call > g.Return {
 				return op, true
 			}
 		}
-		return Op{}, false
+		return history.Op{}, false
 	}
 	seen := map[lt]string{}
 	byLock := map[string][]HolderPoll{}
@@ -133,8 +134,8 @@ func CheckPolls(h *History, polls []HolderPoll) []Violation {
 			if g, ok := grantOf[k]; ok && g.Input.Client != ho.Client {
 				vs.add(CheckPolledHolders, "inspect %s [%s, %s]: token %d held by %s, granted to %v", p.Lock, ms(p.Call), ms(p.Return), ho.Token, ho.Client, g)
 			}
-			asked := slices.ContainsFunc(byClient[lc{p.Lock, ho.Client}], func(op Op) bool {
-				return op.Input.Kind == Acquire && op.Call < p.Return && (op.Output.Unknown || granted(op) || op.Output.Outcome == lk.Queued)
+			asked := slices.ContainsFunc(byClient[lc{p.Lock, ho.Client}], func(op history.Op) bool {
+				return op.Input.Kind == history.Acquire && op.Call < p.Return && (op.Output.Unknown || granted(op) || op.Output.Outcome == lk.Queued)
 			})
 			if !asked {
 				vs.add(CheckPolledHolders, "inspect %s [%s, %s]: %s holds it (token %d), but had sent no acquire of it that may have been granted",

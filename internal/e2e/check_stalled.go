@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // CheckStalledFenced is the check of incident INC-5127 (docs/contract.md,
@@ -28,14 +29,14 @@ type Stalled struct {
 // token; and the stalled holder's Lease reported Lost. A run in which the
 // successor wrote nothing, or the holder nothing after it, proves nothing
 // and is reported too.
-func CheckStalled(h *History, s Stalled) []Violation {
+func CheckStalled(h *history.History, s Stalled) []Violation {
 	var vs violations
 	ops := h.Ops()
-	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Return, b.Return) })
-	var first *Op
-	last := map[string]Op{} // the successor's last acknowledged write of each key
+	slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Return, b.Return) })
+	var first *history.Op
+	last := map[string]history.Op{} // the successor's last acknowledged write of each key
 	for i, op := range ops {
-		if op.Input.Kind == Write && op.Input.Lock == s.Lock && op.Input.Client == s.Successor && op.Output.Known() && op.Output.Outcome == lk.OK {
+		if op.Input.Kind == history.Write && op.Input.Lock == s.Lock && op.Input.Client == s.Successor && op.Output.Known() && op.Output.Outcome == lk.OK {
 			if first == nil {
 				first = &ops[i]
 			}
@@ -48,7 +49,7 @@ func CheckStalled(h *History, s Stalled) []Violation {
 	}
 	after := 0
 	for _, op := range ops {
-		if op.Input.Kind != Write || op.Input.Lock != s.Lock || op.Input.Client != s.Holder || op.Call <= first.Return {
+		if op.Input.Kind != history.Write || op.Input.Lock != s.Lock || op.Input.Client != s.Holder || op.Call <= first.Return {
 			continue
 		}
 		after++
@@ -60,8 +61,8 @@ func CheckStalled(h *History, s Stalled) []Violation {
 		vs.add(CheckStalledFenced, "%s: the stalled holder %s wrote nothing after the successor's write %v: the run shows nothing", s.Lock, s.Holder, *first)
 	}
 	for key, w := range last {
-		i := slices.IndexFunc(ops, func(op Op) bool {
-			return op.Input.Kind == Read && op.Input.Final && op.Input.Lock == s.Lock && op.Input.Key == key && op.Output.Known()
+		i := slices.IndexFunc(ops, func(op history.Op) bool {
+			return op.Input.Kind == history.Read && op.Input.Final && op.Input.Lock == s.Lock && op.Input.Key == key && op.Output.Known()
 		})
 		if i < 0 {
 			vs.add(CheckStalledFenced, "%s/%s: no final read", s.Lock, key)

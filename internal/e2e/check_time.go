@@ -10,6 +10,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // The service's time (the database's clock, in whole seconds) never runs
@@ -26,11 +27,11 @@ const (
 // a grant's granted_at (on the spot, its transaction's time; from the
 // queue, the hand-over's, while the request waited), a renew's expires_at
 // less its ttl.
-func serverTime(op Op) (int64, bool) {
+func serverTime(op history.Op) (int64, bool) {
 	switch {
 	case granted(op):
 		return op.Output.GrantedAt, true
-	case op.Input.Kind == Renew && op.Output.Known() && op.Output.Outcome == lk.Renewed:
+	case op.Input.Kind == history.Renew && op.Output.Known() && op.Output.Outcome == lk.Renewed:
 		return op.Output.ExpiresAt - op.Input.TTL, true
 	}
 	return 0, false
@@ -39,14 +40,14 @@ func serverTime(op Op) (int64, bool) {
 // checkTimeOrder: an operation sent after another was answered ran at a
 // time at least as high, whichever servers ran them. ops are in return
 // order.
-func checkTimeOrder(vs *violations, ops []Op) {
-	var timed []Op
+func checkTimeOrder(vs *violations, ops []history.Op) {
+	var timed []history.Op
 	for _, op := range ops {
 		if _, ok := serverTime(op); ok {
 			timed = append(timed, op)
 		}
 	}
-	at := func(op Op) int64 { t, _ := serverTime(op); return t }
+	at := func(op history.Op) int64 { t, _ := serverTime(op); return t }
 	top := highestSoFar(timed, at)
 	for _, b := range timed {
 		n := sort.Search(len(timed), func(i int) bool { return timed[i].Return >= b.Call })
@@ -107,7 +108,7 @@ func WatchHealth(c *Cluster, every time.Duration) *HealthWatch {
 // Stop ends the polling and checks what it saw (CheckHealthClock). Polls
 // of a server that was killed, stopped or paused meanwhile are not judged
 // for want of an answer; h gives the faults.
-func (w *HealthWatch) Stop(h *History) []Violation {
+func (w *HealthWatch) Stop(h *history.History) []Violation {
 	w.cancel()
 	w.wg.Wait()
 	var vs violations

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // CheckWake names the check that a blocked acquire is answered within a
@@ -47,7 +48,7 @@ type wakeCoverage struct {
 	faulted    int            // a fault struck while it waited
 	skipped    map[string]int // could not be attributed, by reason
 	worst      time.Duration  // the longest delay among the checked
-	worstOp    Op
+	worstOp    history.Op
 }
 
 func (c wakeCoverage) String() string {
@@ -69,16 +70,16 @@ func (c wakeCoverage) String() string {
 // holderEnd is how a lease ended, as its client saw it: by a release
 // answered released (end), by a lapse, or unknown.
 type holderEnd struct {
-	release Op
+	release history.Op
 	lapsed  bool
 	unknown string // why the end is not known; "" when it is
 }
 
 // WakeCoverage is what the wake-up check could judge in h (wakeCoverage),
 // in a line, for the log of a run.
-func WakeCoverage(h *History) string {
+func WakeCoverage(h *history.History) string {
 	ops := h.Ops()
-	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Return, b.Return) })
+	slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Return, b.Return) })
 	var vs violations
 	return checkWake(&vs, h, ops, h.Faults()).String()
 }
@@ -103,13 +104,13 @@ func WakeCoverage(h *History) string {
 // abort while it waited (the victim may have been a waiter ahead on this
 // lock); and a grant with nothing to wait for by its call, which had no
 // wake-up. ops are in return order.
-func checkWake(vs *violations, h *History, ops []Op, faults []Fault) wakeCoverage {
+func checkWake(vs *violations, h *history.History, ops []history.Op, faults []history.Fault) wakeCoverage {
 	cov := wakeCoverage{skipped: map[string]int{}}
-	grants := map[string]map[int64]Op{} // lock, token
+	grants := map[string]map[int64]history.Op{} // lock, token
 	type lockClient struct{ lock, client string }
-	byClient := map[lockClient][]Op{} // in call order: a client sends one at a time
-	leavers := map[string][]Op{}      // lock: releases that may have withdrawn a waiter, by call
-	var aborts []Op                   // acquires answered deadlock: their victims left some queue
+	byClient := map[lockClient][]history.Op{} // in call order: a client sends one at a time
+	leavers := map[string][]history.Op{}      // lock: releases that may have withdrawn a waiter, by call
+	var aborts []history.Op                   // acquires answered deadlock: their victims left some queue
 	for _, op := range ops {
 		if op.Output.NotSent {
 			continue
@@ -117,20 +118,20 @@ func checkWake(vs *violations, h *History, ops []Op, faults []Fault) wakeCoverag
 		l := op.Input.Lock
 		if granted(op) {
 			if grants[l] == nil {
-				grants[l] = map[int64]Op{}
+				grants[l] = map[int64]history.Op{}
 			}
 			if _, dup := grants[l][op.Output.Token]; !dup {
 				grants[l][op.Output.Token] = op
 			}
 		}
-		if op.Input.Kind == Release || op.Input.Kind == Acquire {
+		if op.Input.Kind == history.Release || op.Input.Kind == history.Acquire {
 			k := lockClient{l, op.Input.Client}
 			byClient[k] = append(byClient[k], op)
 		}
-		if op.Input.Kind == Release && (op.Output.Unknown || op.Output.Outcome == lk.Withdrawn) {
+		if op.Input.Kind == history.Release && (op.Output.Unknown || op.Output.Outcome == lk.Withdrawn) {
 			leavers[l] = append(leavers[l], op)
 		}
-		if op.Input.Kind == Acquire && op.Output.Outcome == lk.Deadlock {
+		if op.Input.Kind == history.Acquire && op.Output.Outcome == lk.Deadlock {
 			aborts = append(aborts, op)
 		}
 	}
@@ -144,7 +145,7 @@ func checkWake(vs *violations, h *History, ops []Op, faults []Fault) wakeCoverag
 		}
 	}
 	outages := dbOutages(faults)
-	returned := func(op Op) int64 {
+	returned := func(op history.Op) int64 {
 		if !op.Output.Unknown {
 			return op.Return
 		}
@@ -158,19 +159,19 @@ func checkWake(vs *violations, h *History, ops []Op, faults []Fault) wakeCoverag
 		return ret
 	}
 	for _, s := range byClient {
-		slices.SortFunc(s, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
+		slices.SortFunc(s, func(a, b history.Op) int { return cmp.Compare(a.Call, b.Call) })
 	}
 	for _, s := range leavers {
-		slices.SortFunc(s, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
+		slices.SortFunc(s, func(a, b history.Op) int { return cmp.Compare(a.Call, b.Call) })
 	}
-	end := func(p Op) holderEnd {
+	end := func(p history.Op) holderEnd {
 		s := byClient[lockClient{p.Input.Lock, p.Input.Client}]
 		i := sort.Search(len(s), func(i int) bool { return s[i].Call >= p.Return })
 		if i == len(s) {
 			return holderEnd{lapsed: true} // abandoned: it lapsed (nothing else ends a lease in a workload)
 		}
 		switch op := s[i]; {
-		case op.Input.Kind != Release:
+		case op.Input.Kind != history.Release:
 			return holderEnd{unknown: "holder acquired again"}
 		case op.Output.Unknown:
 			return holderEnd{unknown: "holder's release unknown"}
@@ -192,10 +193,10 @@ func checkWake(vs *violations, h *History, ops []Op, faults []Fault) wakeCoverag
 			continue
 		}
 		struck := func(from int64, clockToo bool) bool {
-			return slices.ContainsFunc(faults, func(f Fault) bool {
+			return slices.ContainsFunc(faults, func(f history.Fault) bool {
 				// After a step of the server's clock, granted_at is not
 				// this machine's time (FaultClockStep).
-				return f.At >= from && f.At <= g.Return || clockToo && f.Kind == FaultClockStep && f.At <= g.Return
+				return f.At >= from && f.At <= g.Return || clockToo && f.Kind == history.FaultClockStep && f.At <= g.Return
 			}) || slices.ContainsFunc(windows, func(w dbWindow) bool { return g.Return >= w.from && from <= w.to })
 		}
 		if struck(g.Call, false) {
@@ -204,7 +205,7 @@ func checkWake(vs *violations, h *History, ops []Op, faults []Fault) wakeCoverag
 		}
 		// The leases that had to end before g's token was granted.
 		T, l := g.Output.Token, g.Input.Lock
-		var before []Op
+		var before []history.Op
 		missing := false
 		for t := T - 1; t >= 1; t-- {
 			p, ok := grants[l][t]
@@ -227,7 +228,7 @@ func checkWake(vs *violations, h *History, ops []Op, faults []Fault) wakeCoverag
 		var (
 			lapsed  bool
 			unknown string
-			trigger Op // the latest-returning operation that may have handed over
+			trigger history.Op // the latest-returning operation that may have handed over
 			endCall = int64(-1)
 		)
 		for _, p := range before {
@@ -261,7 +262,7 @@ func checkWake(vs *violations, h *History, ops []Op, faults []Fault) wakeCoverag
 			}
 			continue
 		}
-		if slices.ContainsFunc(aborts, func(a Op) bool { return a.Call < g.Return && returned(a) > g.Call }) {
+		if slices.ContainsFunc(aborts, func(a history.Op) bool { return a.Call < g.Return && returned(a) > g.Call }) {
 			cov.skipped["deadlock abort meanwhile"]++
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // TestWakeBites feeds checkWake hand-made histories of waiters answered
@@ -14,9 +15,9 @@ import (
 // an exclusive holder's release, the last of several shared holders'
 // releases, and the withdrawal of a waiter ahead.
 func TestWakeBites(t *testing.T) {
-	granted := func(token int64) Output { return Output{Outcome: lk.Granted, Token: token} }
-	shared := func(in Input) Input { in.Mode = lk.Shared; return in }
-	released, withdrawn := Output{Outcome: lk.Released}, Output{Outcome: lk.Withdrawn}
+	granted := func(token int64) history.Output { return history.Output{Outcome: lk.Granted, Token: token} }
+	shared := func(in history.Input) history.Input { in.Mode = lk.Shared; return in }
+	released, withdrawn := history.Output{Outcome: lk.Released}, history.Output{Outcome: lk.Withdrawn}
 	for _, c := range []struct {
 		name    string
 		history func(b *hist, answer int64)
@@ -37,7 +38,7 @@ func TestWakeBites(t *testing.T) {
 		}, 2005},
 		{"the exclusive waiter ahead withdrew", func(b *hist, answer int64) {
 			b.op(0, 5, shared(acq("s1", 5)), granted(1))
-			b.op(50, 55, acq("y", 0), Output{Outcome: lk.Queued, Position: 1})
+			b.op(50, 55, acq("y", 0), history.Output{Outcome: lk.Queued, Position: 1})
 			b.op(100, answer, shared(acq("r", 5)), granted(2))
 			b.op(2000, 2005, rel("y"), withdrawn)
 		}, 2005},
@@ -50,7 +51,7 @@ func TestWakeBites(t *testing.T) {
 			b := newHist()
 			c.history(b, answer)
 			ops := b.h.Ops()
-			slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Return, b.Return) })
+			slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Return, b.Return) })
 			var vs violations
 			cov := checkWake(&vs, b.h, ops, nil)
 			got := vs.result()
@@ -73,9 +74,9 @@ func TestWakeBites(t *testing.T) {
 // but counted: the holder's release has an unknown outcome.
 func TestWakeLeavesOut(t *testing.T) {
 	b := newHist()
-	b.op(0, 5, acq("a", 5), Output{Outcome: lk.Granted, Token: 1})
-	b.op(100, 4000, acq("b", 5), Output{Outcome: lk.Granted, Token: 2})
-	b.op(1000, 1005, rel("a"), Output{Unknown: true, Detail: "timeout"})
+	b.op(0, 5, acq("a", 5), history.Output{Outcome: lk.Granted, Token: 1})
+	b.op(100, 4000, acq("b", 5), history.Output{Outcome: lk.Granted, Token: 2})
+	b.op(1000, 1005, rel("a"), history.Output{Unknown: true, Detail: "timeout"})
 	var vs violations
 	cov := checkWake(&vs, b.h, b.h.Ops(), nil)
 	if got := vs.result(); len(got) != 0 || cov.checked != 0 || cov.skipped["holder's release unknown"] != 1 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // The checks that hold whatever the model: they need no linearization,
@@ -66,23 +67,23 @@ func (vs *violations) result() []Violation {
 // never is the return time of an unknown outcome.
 const never = math.MaxInt64
 
-func returned(op Op) int64 {
+func returned(op history.Op) int64 {
 	if op.Output.Unknown {
 		return never
 	}
 	return op.Return
 }
 
-func granted(op Op) bool {
-	return op.Input.Kind == Acquire && op.Output.Known() && op.Output.Outcome == lk.Granted
+func granted(op history.Op) bool {
+	return op.Input.Kind == history.Acquire && op.Output.Known() && op.Output.Outcome == lk.Granted
 }
 
 // CheckInvariants runs every invariant check on h's operations and faults.
-func CheckInvariants(h *History) []Violation {
+func CheckInvariants(h *history.History) []Violation {
 	ops, faults := h.Ops(), h.Faults()
 	// In return order (the history is, but for goroutines that took their
 	// time between the answer and the record).
-	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Return, b.Return) })
+	slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Return, b.Return) })
 	var vs violations
 	checkExclusive(&vs, h, ops)
 	checkTokens(&vs, ops, faults)
@@ -99,7 +100,7 @@ func CheckInvariants(h *History) []Violation {
 // hold is a lease as its client knew it: from the answer of its grant to
 // the call of its release, or to its expiry as the server last told it.
 type hold struct {
-	grant      Op
+	grant      history.Op
 	start, end int64
 }
 
@@ -109,7 +110,7 @@ type hold struct {
 // lease's expiry (less a second: the server's clock is read in whole
 // seconds) for the lapses of workloads that have them. Both holders then
 // rightly believed they held the lock, at the same moment.
-func checkExclusive(vs *violations, h *History, ops []Op) {
+func checkExclusive(vs *violations, h *history.History, ops []history.Op) {
 	byLock := map[string][]hold{}
 	for i, g := range ops {
 		if !granted(g) {
@@ -122,10 +123,10 @@ func checkExclusive(vs *violations, h *History, ops []Op) {
 			if op.Input.Client != g.Input.Client || op.Input.Lock != g.Input.Lock || op.Call < g.Return {
 				continue
 			}
-			if op.Input.Kind == Renew && op.Output.Known() && op.Output.Outcome == lk.Renewed && op.Call < end {
+			if op.Input.Kind == history.Renew && op.Output.Known() && op.Output.Outcome == lk.Renewed && op.Call < end {
 				expires = max(expires, op.Output.ExpiresAt)
 			}
-			if op.Input.Kind == Release {
+			if op.Input.Kind == history.Release {
 				end = op.Call // its renews came before: the client sends one operation at a time
 				break
 			}
@@ -161,18 +162,18 @@ func checkExclusive(vs *violations, h *History, ops []Op) {
 // another was sent has the lower token (and when a server was killed in
 // between, the higher one was issued after the crash: "reissued after a
 // crash"); and tokens grow with the server's granted_at.
-func checkTokens(vs *violations, ops []Op, faults []Fault) {
-	byLock := map[string][]Op{}
+func checkTokens(vs *violations, ops []history.Op, faults []history.Fault) {
+	byLock := map[string][]history.Op{}
 	for _, op := range ops {
 		if granted(op) {
 			byLock[op.Input.Lock] = append(byLock[op.Input.Lock], op)
 		}
 	}
 	crashBetween := func(from, to int64) bool {
-		return slices.ContainsFunc(faults, func(f Fault) bool { return f.Kind == "kill" && f.At > from && f.At < to })
+		return slices.ContainsFunc(faults, func(f history.Fault) bool { return f.Kind == "kill" && f.At > from && f.At < to })
 	}
 	for lock, gs := range byLock {
-		byToken := map[int64]Op{}
+		byToken := map[int64]history.Op{}
 		for _, g := range gs {
 			if prev, dup := byToken[g.Output.Token]; dup {
 				vs.add(CheckTokenUnique, "%s token %d granted twice: %v and %v", lock, g.Output.Token, prev, g)
@@ -182,7 +183,7 @@ func checkTokens(vs *violations, ops []Op, faults []Fault) {
 		}
 		// gs is in return order. For each grant, the highest token of the
 		// grants answered before it was sent.
-		top := highestSoFar(gs, func(op Op) int64 { return op.Output.Token })
+		top := highestSoFar(gs, func(op history.Op) int64 { return op.Output.Token })
 		for _, b := range gs {
 			n := sort.Search(len(gs), func(i int) bool { return gs[i].Return >= b.Call })
 			if n == 0 || top[n-1].Output.Token < b.Output.Token {
@@ -196,7 +197,7 @@ func checkTokens(vs *violations, ops []Op, faults []Fault) {
 			vs.add(check, "%s token %d granted after token %d was answered: %v after %v", lock, b.Output.Token, a.Output.Token, b, a)
 		}
 		byTok := slices.Clone(gs)
-		slices.SortFunc(byTok, func(a, b Op) int { return cmp.Compare(a.Output.Token, b.Output.Token) })
+		slices.SortFunc(byTok, func(a, b history.Op) int { return cmp.Compare(a.Output.Token, b.Output.Token) })
 		for i := 1; i < len(byTok); i++ {
 			a, b := byTok[i-1], byTok[i]
 			if a.Output.Token < b.Output.Token && a.Output.GrantedAt > b.Output.GrantedAt {
@@ -209,21 +210,21 @@ func checkTokens(vs *violations, ops []Op, faults []Fault) {
 // checkFencing: a write accepted after another was accepted and answered
 // carries a token at least as high (L6); a write refused as stale had a
 // token below one that could have been accepted before it was answered.
-func checkFencing(vs *violations, ops []Op) {
-	byLock := map[string][]Op{}
+func checkFencing(vs *violations, ops []history.Op) {
+	byLock := map[string][]history.Op{}
 	for _, op := range ops {
-		if op.Input.Kind == Write {
+		if op.Input.Kind == history.Write {
 			byLock[op.Input.Lock] = append(byLock[op.Input.Lock], op)
 		}
 	}
 	for lock, ws := range byLock {
-		var ok []Op // accepted, in return order
+		var ok []history.Op // accepted, in return order
 		for _, w := range ws {
 			if w.Output.Known() && w.Output.Outcome == lk.OK {
 				ok = append(ok, w)
 			}
 		}
-		top := highestSoFar(ok, func(op Op) int64 { return op.Input.Token })
+		top := highestSoFar(ok, func(op history.Op) int64 { return op.Input.Token })
 		for _, b := range ok {
 			n := sort.Search(len(ok), func(i int) bool { return ok[i].Return >= b.Call })
 			if n > 0 && b.Input.Token < top[n-1].Input.Token {
@@ -235,7 +236,7 @@ func checkFencing(vs *violations, ops []Op) {
 			if !r.Output.Known() || r.Output.Err != lk.CodeStaleToken {
 				continue
 			}
-			higher := slices.ContainsFunc(ws, func(w Op) bool {
+			higher := slices.ContainsFunc(ws, func(w history.Op) bool {
 				return w.Input.Token > r.Input.Token && w.Call < r.Return && (w.Output.Unknown || w.Output.Outcome == lk.OK)
 			})
 			if !higher {
@@ -248,17 +249,17 @@ func checkFencing(vs *violations, ops []Op) {
 // checkFinalReads: a final read (Input.Final) shows the value of a write
 // that may have been accepted, with its token, and no write acknowledged
 // after that write was answered is lost.
-func checkFinalReads(vs *violations, ops []Op) {
+func checkFinalReads(vs *violations, ops []history.Op) {
 	type lk2 struct{ lock, key string }
-	writes := map[lk2][]Op{}
+	writes := map[lk2][]history.Op{}
 	for _, op := range ops {
-		if op.Input.Kind == Write {
+		if op.Input.Kind == history.Write {
 			k := lk2{op.Input.Lock, op.Input.Key}
 			writes[k] = append(writes[k], op)
 		}
 	}
 	for _, r := range ops {
-		if r.Input.Kind != Read || !r.Input.Final || !r.Output.Known() {
+		if r.Input.Kind != history.Read || !r.Input.Final || !r.Output.Known() {
 			continue
 		}
 		k := lk2{r.Input.Lock, r.Input.Key}
@@ -272,7 +273,7 @@ func checkFinalReads(vs *violations, ops []Op) {
 			}
 			continue
 		}
-		i := slices.IndexFunc(ws, func(w Op) bool {
+		i := slices.IndexFunc(ws, func(w history.Op) bool {
 			return w.Input.Value == *r.Output.Value && (w.Output.Unknown || w.Output.Outcome == lk.OK)
 		})
 		if i < 0 {
@@ -291,10 +292,13 @@ func checkFinalReads(vs *violations, ops []Op) {
 	}
 }
 
+// ms is a time of the history, for messages.
+func ms(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }
+
 // highestSoFar returns, for each i, the operation of ops[:i+1] with the
 // highest key (the first of equals).
-func highestSoFar(ops []Op, key func(Op) int64) []Op {
-	out := make([]Op, len(ops))
+func highestSoFar(ops []history.Op, key func(history.Op) int64) []history.Op {
+	out := make([]history.Op, len(ops))
 	for i, op := range ops {
 		out[i] = op
 		if i > 0 && key(out[i-1]) >= key(op) {

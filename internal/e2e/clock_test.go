@@ -11,6 +11,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -71,10 +72,10 @@ var _ = register(scenario{
 		// workload starts a moment after.
 		t.Setenv(failpoint.ClockStepEnv, clockStep.String())
 		t.Setenv(failpoint.ClockAtEnv, "3s")
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Failpoints: append(slices.Clone(failpoints), failpoint.ClockStepBack)})
 		s := c.Servers[0]
-		h.Fault(e2e.FaultClockStep, 0, 1, 0)
+		h.Fault(history.FaultClockStep, 0, 1, 0)
 		health := e2e.WatchHealth(c, 20*time.Millisecond)
 		w := e2e.Workload{Duration: 10 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
@@ -36,7 +37,7 @@ type Options struct {
 	Failpoints []string
 	// History, when set, gets a Fault for everything done to a server
 	// (SetHistory changes it).
-	History *History
+	History *history.History
 	// Binary is the leasekeeper binary to run; default Binary's, built
 	// from this module.
 	Binary string
@@ -152,7 +153,7 @@ func (c *Cluster) settle() time.Duration {
 // still take effect (History.SetAnswerSettle): settle, as for a kill. Not
 // with a standby: a commit the primary had sent it when it crashed comes
 // back at the promotion, which the outage's own bound allows for.
-func (c *Cluster) noteAnswerSettle(h *History) {
+func (c *Cluster) noteAnswerSettle(h *history.History) {
 	if h != nil && !c.opts.Standby {
 		h.SetAnswerSettle(c.settle())
 	}

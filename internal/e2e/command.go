@@ -9,11 +9,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // SetHistory makes h the history that gets the faults from now on: a soak
 // checks its run in windows, each with a history of its own.
-func (c *Cluster) SetHistory(h *History) {
+func (c *Cluster) SetHistory(h *history.History) {
 	c.noteAnswerSettle(h)
 	c.hmu.Lock()
 	defer c.hmu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -30,7 +31,7 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	h := e2e.NewHistory()
+	h := history.New()
 	audit := filepath.Join(t.ArtifactDir(), "audit.jsonl")
 	c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints, Args: []string{"--audit-log", audit}})
 	// Every answer the workers get is checked against the API's document,
@@ -77,7 +78,7 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 // queue, and the rest (writes, releases, renews, acquires not waiting),
 // which were in a group commit or waiting for the next one. A kill that
 // cut none of the latter landed between two groups and proved little.
-func logInFlight(t *testing.T, h *e2e.History) {
+func logInFlight(t *testing.T, h *history.History) {
 	t.Helper()
 	ops := h.Ops()
 	first := int64(0)
@@ -98,7 +99,7 @@ func logInFlight(t *testing.T, h *e2e.History) {
 			inFlight++
 			if op.Output.Unknown {
 				unknown++
-				if op.Input.Kind == e2e.Acquire && op.Input.Wait > 0 {
+				if op.Input.Kind == history.Acquire && op.Input.Wait > 0 {
 					blocked++
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -24,7 +25,7 @@ var _ = register(scenario{
 	run: func(t *testing.T, failpoints []string) e2e.Report {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
 		unit := time.Second
 		if len(failpoints) > 0 {

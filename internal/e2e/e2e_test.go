@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -51,7 +52,7 @@ var _ = register(scenario{
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
 		w := e2e.Workload{Duration: 10 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
@@ -112,7 +113,7 @@ func TestFailpointsOnlyWithTag(t *testing.T) {
 // address after a kill and a start, gone after a graceful Stop, and every
 // move noted in the history.
 func TestCluster(t *testing.T) {
-	h := e2e.NewHistory()
+	h := history.New()
 	c := e2e.Start(t, e2e.Options{History: h})
 	s := c.Servers[0]
 	ready := func() bool {

@@ -10,6 +10,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -64,7 +65,7 @@ var _ = register(scenario{
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Standby: true, Servers: 2, Failpoints: failpoints})
 		ctx := context.Background()
 		hc := e2e.HTTPClient()
@@ -75,8 +76,8 @@ var _ = register(scenario{
 			foBlocked
 			lock           string
 			holder, waiter *e2e.Client
-			hold, wait     e2e.Op
-			release        e2e.Op
+			hold, wait     history.Op
+			release        history.Op
 		}
 		var bs []*blocked
 		for i, b := range foBlockedAcquires {
@@ -193,14 +194,14 @@ var _ = register(scenario{
 
 // requireFailover: the failover reached both servers (each answered 503
 // at least once), and there was load to judge on both sides of it.
-func requireFailover(t *testing.T, h *e2e.History) {
+func requireFailover(t *testing.T, h *history.History) {
 	t.Helper()
 	var crash, promote int64 = -1, -1
 	for _, f := range h.Faults() {
 		switch f.Kind {
-		case e2e.FaultPrimaryCrash:
+		case history.FaultPrimaryCrash:
 			crash = f.At
-		case e2e.FaultPromote:
+		case history.FaultPromote:
 			promote = f.At
 		}
 	}
@@ -212,7 +213,7 @@ func requireFailover(t *testing.T, h *e2e.History) {
 			unavailable[op.Server]++
 			last[op.Server] = max(last[op.Server], op.Return)
 		}
-		if op.Input.Kind == e2e.Acquire && op.Output.Outcome == lk.Granted {
+		if op.Input.Kind == history.Acquire && op.Output.Outcome == lk.Granted {
 			switch {
 			case op.Return < crash:
 				before++

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // Job is a client process of a scenario, such as a job holding a lock
@@ -17,7 +19,7 @@ import (
 // as faults in the History, with Server -1: no server was touched.
 type Job struct {
 	t      testing.TB
-	h      *History
+	h      *history.History
 	name   string
 	cmd    *exec.Cmd
 	lines  chan []byte
@@ -30,7 +32,7 @@ type Job struct {
 // StartJob starts cmd (whose Stdout and Stderr must be unset) as a job
 // named name, noting its faults in h. It dies with the test process and
 // is killed by t.Cleanup if still running.
-func StartJob(t testing.TB, h *History, name string, cmd *exec.Cmd) *Job {
+func StartJob(t testing.TB, h *history.History, name string, cmd *exec.Cmd) *Job {
 	t.Helper()
 	j := &Job{t: t, h: h, name: name, cmd: cmd, lines: make(chan []byte, 1024), exited: make(chan struct{})}
 	stdout, err := cmd.StdoutPipe()
@@ -137,8 +139,3 @@ func (j *Job) Stderr() string {
 	defer j.mu.Unlock()
 	return string(j.stderr)
 }
-
-// Record adds an operation recorded elsewhere (by a job, in a process of
-// its own) to the history, times already on h's clock, and returns it with
-// its ID.
-func (h *History) Record(op Op) Op { return h.add(op) }

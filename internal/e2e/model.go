@@ -12,6 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // The porcupine model of one lock of the API: its holders with their
@@ -75,7 +76,7 @@ type lockState struct {
 
 // stepInput is what the model steps on: the operation and its times.
 type stepInput struct {
-	in           Input
+	in           history.Input
 	call, answer int64 // answer: the return, for a known outcome
 }
 
@@ -119,7 +120,7 @@ func (s lockState) grantQueue() (lockState, bool) {
 }
 
 // step is the model's step function for one lock.
-func step(s lockState, si stepInput, out Output) (bool, lockState) {
+func step(s lockState, si stepInput, out history.Output) (bool, lockState) {
 	in := si.in
 	// A client's operation sent after its acquire was answered finds the
 	// grant made.
@@ -134,7 +135,7 @@ func step(s lockState, si stepInput, out Output) (bool, lockState) {
 		return false, s
 	}
 	switch in.Kind {
-	case Acquire:
+	case history.Acquire:
 		if s.holderOf(in.Client) >= 0 || s.waiterOf(in.Client) >= 0 {
 			return refused(lk.CodeClientBusy)
 		}
@@ -181,7 +182,7 @@ func step(s lockState, si stepInput, out Output) (bool, lockState) {
 		s.queue = append(slices.Clip(s.queue), w)
 		return true, s
 
-	case Release:
+	case history.Release:
 		var want lk.Outcome
 		if i := s.holderOf(in.Client); i >= 0 {
 			s.holders = slices.Delete(slices.Clone(s.holders), i, i+1)
@@ -198,14 +199,14 @@ func step(s lockState, si stepInput, out Output) (bool, lockState) {
 		s, ok := s.grantQueue()
 		return ok, s
 
-	case Renew:
+	case history.Renew:
 		i := s.holderOf(in.Client)
 		if i < 0 {
 			return refused(lk.CodeNotHolder)
 		}
 		return !known || (out.Outcome == lk.Renewed && out.Token == s.holders[i].token), s
 
-	case Write:
+	case history.Write:
 		if in.Token < s.highest {
 			return refused(lk.CodeStaleToken)
 		}
@@ -223,7 +224,7 @@ func step(s lockState, si stepInput, out Output) (bool, lockState) {
 		}
 		return true, s
 
-	case Read:
+	case history.Read:
 		if !known {
 			return true, s
 		}
@@ -312,7 +313,7 @@ var nondeterministic = porcupine.NondeterministicModel{
 	},
 	Init: func() []any { return []any{lockState{}} },
 	Step: func(state, input, output any) []any {
-		s, out := state.(lockState), output.(Output)
+		s, out := state.(lockState), output.(history.Output)
 		ok, next := step(s, input.(stepInput), out)
 		switch {
 		case !ok:
@@ -326,13 +327,13 @@ var nondeterministic = porcupine.NondeterministicModel{
 	Hash:  func(s any) uint64 { return s.(lockState).hash() },
 	DescribeOperation: func(input, output any) string {
 		si := input.(stepInput)
-		return Op{Input: si.in, Output: output.(Output)}.describe()
+		return describe(history.Op{Input: si.in, Output: output.(history.Output)})
 	},
 	DescribeState: func(s any) string { return s.(lockState).String() },
 }
 
 // describe is an operation without its times, for porcupine's pictures.
-func (op Op) describe() string {
+func describe(op history.Op) string {
 	s := op.String()
 	if i := strings.Index(s, " ["); i >= 0 {
 		s = s[:i]
@@ -348,7 +349,7 @@ func (op Op) describe() string {
 // what they know in the same way). So does one the server answered 5xx,
 // answerSettle after its answer (History.SetAnswerSettle), unless that is
 // negative: unknown. An operation that was never sent is left out.
-func Operations(ops []Op, faults []Fault, answerSettle time.Duration) []porcupine.Operation {
+func Operations(ops []history.Op, faults []history.Fault, answerSettle time.Duration) []porcupine.Operation {
 	settle5xx := int64(answerSettle)
 	settled := map[[2]int]int64{}
 	for _, f := range faults {

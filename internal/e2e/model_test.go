@@ -12,6 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/model"
 )
 
@@ -19,7 +20,7 @@ import (
 // JSON, into the Output the HTTP API answers for it. readToken is the token
 // of the write a read's value came from (the contract's read answers the
 // value alone).
-func asOutput(t *testing.T, kind Kind, result any, readToken int64) Output {
+func asOutput(t *testing.T, kind history.Kind, result any, readToken int64) history.Output {
 	t.Helper()
 	b, err := json.Marshal(result)
 	if err != nil {
@@ -31,17 +32,17 @@ func asOutput(t *testing.T, kind Kind, result any, readToken int64) Output {
 	}
 	switch r := v.(type) {
 	case nil:
-		return Output{}
+		return history.Output{}
 	case string:
 		if code, ok := strings.CutPrefix(r, "error: "); ok {
-			return Output{Err: lk.ErrorCode(strings.ReplaceAll(code, " ", "_"))}
+			return history.Output{Err: lk.ErrorCode(strings.ReplaceAll(code, " ", "_"))}
 		}
-		if kind == Read {
-			return Output{Value: &r, Token: readToken}
+		if kind == history.Read {
+			return history.Output{Value: &r, Token: readToken}
 		}
-		return Output{Outcome: lk.Outcome(r)}
+		return history.Output{Outcome: lk.Outcome(r)}
 	case []any:
-		o := Output{Outcome: lk.Outcome(r[0].(string))}
+		o := history.Output{Outcome: lk.Outcome(r[0].(string))}
 		switch o.Outcome {
 		case lk.Granted, lk.Renewed:
 			o.Token = int64(r[1].(float64))
@@ -52,7 +53,7 @@ func asOutput(t *testing.T, kind Kind, result any, readToken int64) Output {
 		return o
 	}
 	t.Fatalf("unexpected result %s", b)
-	return Output{}
+	return history.Output{}
 }
 
 // TestModelAgainstReference: the porcupine model agrees with the
@@ -71,7 +72,7 @@ func TestModelAgainstReference(t *testing.T) {
 		for i := range 60 {
 			c := clients[rng.IntN(len(clients))]
 			key := KeyName(rng.IntN(2))
-			var in Input
+			var in history.Input
 			var op []any
 			switch n := rng.IntN(10); {
 			case n < 4:
@@ -79,26 +80,26 @@ func TestModelAgainstReference(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					mode = lk.Shared
 				}
-				in = Input{Kind: Acquire, Client: c, Lock: "L", TTL: 1000, Mode: mode}
+				in = history.Input{Kind: history.Acquire, Client: c, Lock: "L", TTL: 1000, Mode: mode}
 				op = []any{"acquire", 1, c, "L", 1000, string(mode)}
 			case n < 7:
-				in = Input{Kind: Release, Client: c, Lock: "L"}
+				in = history.Input{Kind: history.Release, Client: c, Lock: "L"}
 				op = []any{"release", 1, c, "L"}
 			case n < 8:
-				in = Input{Kind: Renew, Client: c, Lock: "L", TTL: 1000}
+				in = history.Input{Kind: history.Renew, Client: c, Lock: "L", TTL: 1000}
 				op = []any{"renew", 1, c, "L", 1000}
 			case n < 9:
 				token := max(1, lastGrant-int64(rng.IntN(3)))
 				v := fmt.Sprintf("v%d-%d", round, i)
-				in = Input{Kind: Write, Client: c, Lock: "L", Key: key, Value: v, Token: token}
+				in = history.Input{Kind: history.Write, Client: c, Lock: "L", Key: key, Value: v, Token: token}
 				op = []any{"write", 1, "L", key, v, token}
 			default:
-				in = Input{Kind: Read, Client: c, Lock: "L", Key: key}
+				in = history.Input{Kind: history.Read, Client: c, Lock: "L", Key: key}
 				op = []any{"read", 1, "L", key}
 			}
 			raw, _ := json.Marshal(op)
 			out := asOutput(t, in.Kind, ref.Step(raw), written[key])
-			if in.Kind == Write && out.Outcome == lk.OK {
+			if in.Kind == history.Write && out.Outcome == lk.OK {
 				written[key] = in.Token
 			}
 			if out.Outcome == lk.Granted {
@@ -117,7 +118,7 @@ func TestModelAgainstReference(t *testing.T) {
 			}
 			// An unknown outcome of the same operation may take effect: the
 			// same state.
-			if ok, unk := step(s, si, Output{Unknown: true}); !ok || !unk.equal(next) {
+			if ok, unk := step(s, si, history.Output{Unknown: true}); !ok || !unk.equal(next) {
 				t.Fatalf("round %d op %d: %s as unknown: %v, state %v, want %v", round, i, raw, ok, unk, next)
 			}
 			s = next
@@ -139,31 +140,31 @@ func TestModelAgainstReference(t *testing.T) {
 }
 
 // wrongAnswers are answers that differ from out in what the model judges.
-func wrongAnswers(out Output) []Output {
-	var bad []Output
+func wrongAnswers(out history.Output) []history.Output {
+	var bad []history.Output
 	switch {
 	case out.Err != "":
-		bad = append(bad, Output{Outcome: lk.OK}, Output{Outcome: lk.Released}, Output{Outcome: lk.Granted, Token: 99})
+		bad = append(bad, history.Output{Outcome: lk.OK}, history.Output{Outcome: lk.Released}, history.Output{Outcome: lk.Granted, Token: 99})
 	case out.Outcome == lk.Granted || out.Outcome == lk.Renewed:
 		o := out
 		o.Token++
-		bad = append(bad, o, Output{Err: lk.CodeClientBusy}, Output{Err: lk.CodeNotHolder})
+		bad = append(bad, o, history.Output{Err: lk.CodeClientBusy}, history.Output{Err: lk.CodeNotHolder})
 	case out.Outcome == lk.Queued:
 		o := out
 		o.Position++
-		bad = append(bad, o, Output{Outcome: lk.Granted, Token: 99})
+		bad = append(bad, o, history.Output{Outcome: lk.Granted, Token: 99})
 	case out.Outcome == lk.Released:
-		bad = append(bad, Output{Outcome: lk.Withdrawn}, Output{Err: lk.CodeNotHolder})
+		bad = append(bad, history.Output{Outcome: lk.Withdrawn}, history.Output{Err: lk.CodeNotHolder})
 	case out.Outcome == lk.Withdrawn:
-		bad = append(bad, Output{Outcome: lk.Released}, Output{Err: lk.CodeNotHolder})
+		bad = append(bad, history.Output{Outcome: lk.Released}, history.Output{Err: lk.CodeNotHolder})
 	case out.Outcome == lk.OK:
-		bad = append(bad, Output{Err: lk.CodeStaleToken})
+		bad = append(bad, history.Output{Err: lk.CodeStaleToken})
 	case out.Value != nil:
 		other := *out.Value + "x"
-		bad = append(bad, Output{}, Output{Value: &other, Token: out.Token})
+		bad = append(bad, history.Output{}, history.Output{Value: &other, Token: out.Token})
 	default: // a read of null
 		v := "x"
-		bad = append(bad, Output{Value: &v, Token: 1})
+		bad = append(bad, history.Output{Value: &v, Token: 1})
 	}
 	return bad
 }
@@ -171,45 +172,47 @@ func wrongAnswers(out Output) []Output {
 // hist builds a history from operations given with their times in
 // milliseconds.
 type hist struct {
-	h *History
+	h *history.History
 }
 
-func newHist() *hist { return &hist{h: &History{start: time.Now()}} }
+func newHist() *hist { return &hist{h: history.New()} }
 
-func (b *hist) op(call, ret int64, in Input, out Output) {
-	b.h.add(Op{Input: in, Output: out, Call: call * 1e6, Return: ret * 1e6})
+func (b *hist) op(call, ret int64, in history.Input, out history.Output) {
+	b.h.Record(history.Op{Input: in, Output: out, Call: call * 1e6, Return: ret * 1e6})
 }
 
 func (b *hist) fault(at int64, kind string) {
-	b.h.faults = append(b.h.faults, Fault{At: at * 1e6, Kind: kind})
+	b.h.RecordFault(history.Fault{At: at * 1e6, Kind: kind})
 }
 
 // kill notes the kill of the process the operations went to (server 0,
 // incarnation 0), whose effects had all appeared by settled.
 func (b *hist) kill(at, settled int64) {
-	b.h.faults = append(b.h.faults, Fault{At: at * 1e6, Kind: "kill", Settled: settled * 1e6})
+	b.h.RecordFault(history.Fault{At: at * 1e6, Kind: "kill", Settled: settled * 1e6})
 }
 
-func acq(client string, wait int64) Input {
-	return Input{Kind: Acquire, Client: client, Lock: "L", TTL: 300, Mode: lk.Exclusive, Wait: wait}
+func acq(client string, wait int64) history.Input {
+	return history.Input{Kind: history.Acquire, Client: client, Lock: "L", TTL: 300, Mode: lk.Exclusive, Wait: wait}
 }
-func rel(client string) Input { return Input{Kind: Release, Client: client, Lock: "L"} }
-func wr(client, key, value string, token int64) Input {
-	return Input{Kind: Write, Client: client, Lock: "L", Key: key, Value: value, Token: token}
+func rel(client string) history.Input {
+	return history.Input{Kind: history.Release, Client: client, Lock: "L"}
 }
-func rd(key string, final bool) Input {
-	return Input{Kind: Read, Client: "r", Lock: "L", Key: key, Final: final}
+func wr(client, key, value string, token int64) history.Input {
+	return history.Input{Kind: history.Write, Client: client, Lock: "L", Key: key, Value: value, Token: token}
 }
-func grant(token int64) Output {
+func rd(key string, final bool) history.Input {
+	return history.Input{Kind: history.Read, Client: "r", Lock: "L", Key: key, Final: final}
+}
+func grant(token int64) history.Output {
 	now := time.Now().Unix()
-	return Output{Outcome: lk.Granted, Token: token, GrantedAt: now, ExpiresAt: now + 300}
+	return history.Output{Outcome: lk.Granted, Token: token, GrantedAt: now, ExpiresAt: now + 300}
 }
-func said(o lk.Outcome) Output { return Output{Outcome: o} }
-func value(v string, token int64) Output {
-	return Output{Value: &v, Token: token}
+func said(o lk.Outcome) history.Output { return history.Output{Outcome: o} }
+func value(v string, token int64) history.Output {
+	return history.Output{Value: &v, Token: token}
 }
 
-var unknown = Output{Unknown: true, Detail: "connection reset"}
+var unknown = history.Output{Unknown: true, Detail: "connection reset"}
 
 // verdict runs the invariant checks and porcupine on b's history.
 func verdict(t *testing.T, b *hist) ([]string, porcupine.CheckResult) {
@@ -240,7 +243,7 @@ func TestChecksBite(t *testing.T) {
 			b.op(30, 40, wr("a", "k", "a1", 1), said(lk.OK))
 			b.op(50, 60, rel("a"), said(lk.Released))
 			b.op(100, 110, wr("b", "k", "b1", 2), said(lk.OK))
-			b.op(120, 130, wr("a", "k", "late", 1), Output{Err: lk.CodeStaleToken})
+			b.op(120, 130, wr("a", "k", "late", 1), history.Output{Err: lk.CodeStaleToken})
 			b.op(140, 150, rd("k", true), value("b1", 2))
 		}, nil, porcupine.Ok},
 		{"unknown outcomes that happened, and one that did not", func(b *hist) {
@@ -250,8 +253,8 @@ func TestChecksBite(t *testing.T) {
 			b.op(30, 35, rel("a"), unknown) // did not happen: a still holds
 			b.op(40, 50, rel("a"), said(lk.Released))
 			b.op(60, 70, acq("b", 0), unknown) // happened: b holds 2
-			b.op(80, 90, acq("c", 0), Output{Outcome: lk.Queued, Position: 1})
-			b.op(91, 95, acq("c", 0), Output{Err: lk.CodeClientBusy})
+			b.op(80, 90, acq("c", 0), history.Output{Outcome: lk.Queued, Position: 1})
+			b.op(91, 95, acq("c", 0), history.Output{Err: lk.CodeClientBusy})
 			b.op(100, 110, rel("b"), said(lk.Released)) // hands over to c: 3
 			b.op(120, 130, rel("c"), said(lk.Released))
 			b.op(140, 150, rd("k", true), value("a1", 1))
@@ -260,12 +263,12 @@ func TestChecksBite(t *testing.T) {
 			b.op(0, 10, acq("a", 0), grant(1))
 			b.op(20, 25, rel("a"), unknown)
 			b.kill(26, 30)
-			b.op(40, 50, acq("b", 0), Output{Outcome: lk.Queued, Position: 1})
+			b.op(40, 50, acq("b", 0), history.Output{Outcome: lk.Queued, Position: 1})
 		}, nil, porcupine.Ok},
 		{"an unknown write to a killed server seen after it settled", func(b *hist) {
 			b.op(0, 10, wr("a", "k", "a1", 1), unknown)
 			b.kill(26, 30)
-			b.op(40, 50, rd("k", false), Output{})
+			b.op(40, 50, rd("k", false), history.Output{})
 			b.op(60, 70, rd("k", true), value("a1", 1))
 		}, nil, porcupine.Illegal},
 		{"two exclusive holders", func(b *hist) {
@@ -292,7 +295,7 @@ func TestChecksBite(t *testing.T) {
 		}, []string{CheckFencing}, porcupine.Illegal},
 		{"a write refused with no higher token", func(b *hist) {
 			b.op(0, 10, wr("a", "k", "a1", 1), said(lk.OK))
-			b.op(20, 30, wr("a", "k", "a2", 1), Output{Err: lk.CodeStaleToken})
+			b.op(20, 30, wr("a", "k", "a2", 1), history.Output{Err: lk.CodeStaleToken})
 		}, []string{CheckFalseStale}, porcupine.Illegal},
 		{"an acknowledged write lost", func(b *hist) {
 			b.op(0, 10, wr("a", "k", "a1", 1), said(lk.OK))

@@ -14,6 +14,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -44,13 +45,13 @@ type jobConfig struct {
 // are Unix nanoseconds, the wall clock being the one thing two processes
 // share.
 type jobLine struct {
-	Type      string  `json:"type"` // granted, write, lost, released, error
-	At        int64   `json:"at"`
-	Token     int64   `json:"token,omitempty"`
-	GrantedAt int64   `json:"granted_at,omitempty"`
-	ExpiresAt int64   `json:"expires_at,omitempty"`
-	Op        *e2e.Op `json:"op,omitempty"`
-	Err       string  `json:"err,omitempty"`
+	Type      string      `json:"type"` // granted, write, lost, released, error
+	At        int64       `json:"at"`
+	Token     int64       `json:"token,omitempty"`
+	GrantedAt int64       `json:"granted_at,omitempty"`
+	ExpiresAt int64       `json:"expires_at,omitempty"`
+	Op        *history.Op `json:"op,omitempty"`
+	Err       string      `json:"err,omitempty"`
 }
 
 // TestHelperJob is the stalled job of the pause-client scenario, not a test
@@ -90,7 +91,7 @@ func TestHelperJob(t *testing.T) {
 		emit(jobLine{Type: "lost", Err: lease.Err().Error()})
 		close(lost)
 	}()
-	jh := e2e.NewHistory()
+	jh := history.New()
 	rc := e2e.NewClient(jh, jobWorker, func() e2e.Endpoint { return e2e.Endpoint{URL: cfg.URL} }, nil)
 	rc.Timeout = 5 * time.Second
 	wall := jh.Start().UnixNano()
@@ -139,7 +140,7 @@ func pauseClient(t *testing.T, failpoints []string) e2e.Report {
 		lock, key = "exports/daily", "part-1"
 		ttl       = 3 // seconds: the job's lease
 	)
-	h := e2e.NewHistory()
+	h := history.New()
 	c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
 	s := c.Servers[0]
 	cfg, _ := json.Marshal(jobConfig{URL: s.URL(), Lock: lock, Client: "etl-a", Key: key, TTL: ttl, After: 5})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // The pause-server scenario: the server stopped (SIGSTOP) for twice the
@@ -93,7 +94,7 @@ func TestPauseServer(t *testing.T) {
 func pauseServer(t *testing.T, failpoints []string) (e2e.Report, []e2e.LeaseRecord) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	h := e2e.NewHistory()
+	h := history.New()
 	c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
 	s := c.Servers[0]
 	w := e2e.Workload{Workers: 4, Locks: 2, Duration: pauseAt + pauseFor + pauseAfter, Seed: seed}

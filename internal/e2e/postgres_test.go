@@ -9,6 +9,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -50,7 +51,7 @@ func withLapses(w e2e.Workload) e2e.Workload {
 
 // runBoth runs w and its lapse workload at once on c, each worker's
 // operations spread over the servers by target(c, worker).
-func runBoth(c *e2e.Cluster, h *e2e.History, w e2e.Workload, target func(*e2e.Cluster, int) e2e.Target) {
+func runBoth(c *e2e.Cluster, h *history.History, w e2e.Workload, target func(*e2e.Cluster, int) e2e.Target) {
 	l := withLapses(w)
 	done := make(chan struct{})
 	go func() {
@@ -82,10 +83,10 @@ func liveTarget(c *e2e.Cluster, first int) e2e.Target {
 }
 
 // lapsed counts the grants on the lapse workload's locks.
-func lapseGrants(h *e2e.History) int {
+func lapseGrants(h *history.History) int {
 	n := 0
 	for _, op := range h.Ops() {
-		if e2e.IsLapseLock(op.Input.Lock) && op.Input.Kind == e2e.Acquire && op.Output.Outcome == lk.Granted {
+		if e2e.IsLapseLock(op.Input.Lock) && op.Input.Kind == history.Acquire && op.Output.Outcome == lk.Granted {
 			n++
 		}
 	}
@@ -96,7 +97,7 @@ func lapseGrants(h *e2e.History) int {
 // each lock's state through them (CheckAfter), recording into h, and
 // checks the servers' audit logs: what every multi-server scenario does
 // once its load is over. It returns the extra violations.
-func afterLoad(c *e2e.Cluster, h *e2e.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoad(c *e2e.Cluster, h *history.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
 	vs := afterLoadNoAudit(c, h, w, locks, up...)
 	var logs [][]string
 	for _, s := range c.Servers {
@@ -106,7 +107,7 @@ func afterLoad(c *e2e.Cluster, h *e2e.History, w e2e.Workload, locks []string, u
 }
 
 // afterLoadNoAudit is afterLoad without the audit logs' check.
-func afterLoadNoAudit(c *e2e.Cluster, h *e2e.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoadNoAudit(c *e2e.Cluster, h *history.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
 	ctx := context.Background()
 	for _, s := range up {
 		w.FinalReads(ctx, h, serverTarget(c, s))
@@ -123,17 +124,17 @@ func afterLoadNoAudit(c *e2e.Cluster, h *e2e.History, w e2e.Workload, locks []st
 // lock was last released, before the grant was answered, through the
 // other server: the hand-overs that only LISTEN/NOTIFY (or a recheck) can
 // have told the waiting server about.
-func crossWakeups(h *e2e.History) int {
+func crossWakeups(h *history.History) int {
 	ops := h.Ops()
 	n := 0
 	for _, g := range ops {
-		if g.Input.Kind != e2e.Acquire || g.Input.Wait == 0 || !g.Output.Known() || g.Output.Outcome != lk.Granted ||
+		if g.Input.Kind != history.Acquire || g.Input.Wait == 0 || !g.Output.Known() || g.Output.Outcome != lk.Granted ||
 			g.Return-g.Call < int64(50*time.Millisecond) {
 			continue
 		}
-		var last *e2e.Op
+		var last *history.Op
 		for i, r := range ops {
-			if r.Input.Kind == e2e.Release && r.Input.Lock == g.Input.Lock && r.Output.Outcome == lk.Released &&
+			if r.Input.Kind == history.Release && r.Input.Lock == g.Input.Lock && r.Output.Outcome == lk.Released &&
 				r.Call > g.Call && r.Return < g.Return && (last == nil || r.Return > last.Return) {
 				last = &ops[i]
 			}
@@ -150,7 +151,7 @@ var _ = register(scenario{
 	run: func(t *testing.T, failpoints []string) e2e.Report {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
 		w := e2e.Workload{Workers: 50, Locks: pgLocks, Duration: 16 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
@@ -174,11 +175,11 @@ var _ = register(scenario{
 })
 
 // requireBothServersWorked: each of the first n servers granted something.
-func requireBothServersWorked(t *testing.T, h *e2e.History, n int) {
+func requireBothServersWorked(t *testing.T, h *history.History, n int) {
 	t.Helper()
 	grants := make([]int, n)
 	for _, op := range h.Ops() {
-		if op.Input.Kind == e2e.Acquire && op.Output.Known() && op.Output.Outcome == lk.Granted && op.Server < n {
+		if op.Input.Kind == history.Acquire && op.Output.Known() && op.Output.Outcome == lk.Granted && op.Server < n {
 			grants[op.Server]++
 		}
 	}
@@ -205,7 +206,7 @@ var _ = register(scenario{
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
 		w := e2e.Workload{Duration: 8 * time.Second, Seed: seed}
 		e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
@@ -227,7 +228,7 @@ var _ = register(scenario{
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
 		w := e2e.Workload{Workers: 20, Locks: pgLocks, Duration: 10 * time.Second, Seed: seed}
 		done := make(chan struct{})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -13,7 +14,7 @@ var _ = register(scenario{
 	run: func(t *testing.T, failpoints []string) e2e.Report {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, ProxyPostgres: true, Failpoints: failpoints})
 		// The moments of the faults, in units of a run of 14 s; a
 		// failpoint's run is half as long.

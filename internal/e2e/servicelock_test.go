@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -21,7 +22,7 @@ var _ = register(scenario{
 	run: func(t *testing.T, failpoints []string) e2e.Report {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
 		w := e2e.Workload{Workers: 16, Locks: 16, Duration: 6 * time.Second, Seed: seed}
 		e2e.Scenario{Workload: w}.Run(t, c, h)

@@ -9,6 +9,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // slowPeerBound is how long server 0 may take to answer an operation
@@ -25,7 +26,7 @@ var _ = register(scenario{
 	run: func(t *testing.T, failpoints []string) e2e.Report {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
+		h := history.New()
 		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, ProxyPostgres: true, Failpoints: failpoints})
 		w := e2e.Workload{Duration: 20 * time.Second, Seed: seed}
 		p := c.Servers[1].Proxy()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
 
@@ -181,7 +182,7 @@ type roundResult struct {
 // soak runs rounds on bed for d, with faults, into res.
 func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResult) {
 	rng := rand.New(rand.NewPCG(seed, 0))
-	h := e2e.NewHistory()
+	h := history.New()
 	opts := bed.opts
 	opts.History = h
 	opts.Dir = filepath.Join(t.ArtifactDir(), bed.name)
@@ -232,7 +233,7 @@ func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResu
 			break
 		}
 		if n > 1 {
-			h = e2e.NewHistory()
+			h = history.New()
 			faultMu.Lock()
 			c.SetHistory(h)
 			settled := lastFaultEnd.Add(e2e.RecoverBy)
@@ -276,7 +277,7 @@ const soakCheckTimeout = 3 * time.Minute
 
 // add checks round n's history and adds its verdict to res. Only a round
 // with a violation keeps its history, in <bed>/round-<n>.
-func (res *soakResult) add(t *testing.T, bed string, n int, took time.Duration, h *e2e.History) {
+func (res *soakResult) add(t *testing.T, bed string, n int, took time.Duration, h *history.History) {
 	dir := filepath.Join(t.ArtifactDir(), bed, fmt.Sprintf("round-%d", n))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Error(err)
@@ -294,7 +295,7 @@ func (res *soakResult) add(t *testing.T, bed string, n int, took time.Duration, 
 		t.Errorf("%s, round %d: %v", bed, n, v)
 	}
 	for _, op := range h.Ops() {
-		if !op.Output.Known() || (op.Input.Kind == e2e.Acquire && op.Input.Wait > 0) {
+		if !op.Output.Known() || (op.Input.Kind == history.Acquire && op.Input.Wait > 0) {
 			continue
 		}
 		if s := time.Duration(op.Return - op.Call).Seconds(); s > rr.SlowestSeconds {

@@ -12,19 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
-)
-
-// The faults done to the database of a Cluster with a Standby, as
-// Fault.Kind says them. Their Fault.Server is -1: no server's.
-const (
-	// FaultPrimaryCrash: the primary stopped as a power cut would stop it
-	// (immediate shutdown, no goodbye to its clients). Noted as it begins.
-	FaultPrimaryCrash = "db-crash"
-	// FaultPromote: the standby promoted, taking writes. Noted once it
-	// does; its Settled bounds what the outage's unknown outcomes did
-	// (Operations).
-	FaultPromote = "db-promote"
 )
 
 // pgPair is a PostgreSQL primary and its synchronous standby, each in a
@@ -146,7 +135,7 @@ func (c *Cluster) CrashPrimary() {
 	if c.pg == nil {
 		c.t.Fatal("e2e: CrashPrimary needs Options.Standby")
 	}
-	c.dbFault(FaultPrimaryCrash, 0)
+	c.dbFault(history.FaultPrimaryCrash, 0)
 	if _, err := c.pg.run("crash", c.pg.primary); err != nil {
 		c.t.Fatal(err)
 	}
@@ -163,21 +152,21 @@ func (c *Cluster) Promote() {
 	if _, err := c.pg.run("promote", c.pg.standby); err != nil {
 		c.t.Fatal(err)
 	}
-	c.dbFault(FaultPromote, c.settle())
+	c.dbFault(history.FaultPromote, c.settle())
 }
 
 // outage is a database outage: from a FaultPrimaryCrash to the
 // FaultPromote after it.
 type outage struct{ crash, promote, settled int64 }
 
-func dbOutages(faults []Fault) []outage {
+func dbOutages(faults []history.Fault) []outage {
 	var out []outage
 	crash := int64(-1)
 	for _, f := range faults {
 		switch {
-		case f.Kind == FaultPrimaryCrash && crash < 0:
+		case f.Kind == history.FaultPrimaryCrash && crash < 0:
 			crash = f.At
-		case f.Kind == FaultPromote && crash >= 0:
+		case f.Kind == history.FaultPromote && crash >= 0:
 			out = append(out, outage{crash: crash, promote: f.At, settled: f.Settled})
 			crash = -1
 		}
@@ -192,7 +181,7 @@ func dbOutages(faults []Fault) []outage {
 // is on the standby or lost, and the standby shows what it has once
 // promoted. No request is answered by a database between the crash and the
 // promotion, so that is where the model may place it.
-func outageSettled(op Op, outages []outage) (int64, bool) {
+func outageSettled(op history.Op, outages []outage) (int64, bool) {
 	if !op.Output.Unknown || op.Output.Status == 0 {
 		return 0, false
 	}

@@ -9,14 +9,16 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // CheckLinearizable checks the history against Model with porcupine,
 // within timeout. An Unknown result (the search ran out of time) is a
 // failure like Illegal: a check that cannot conclude proves nothing. info
 // is porcupine's, for Visualize.
-func CheckLinearizable(h *History, timeout time.Duration) (porcupine.CheckResult, porcupine.LinearizationInfo) {
-	return porcupine.CheckOperationsVerbose(Model, Operations(h.Ops(), h.Faults(), h.answerSettleOrUnknown()), timeout)
+func CheckLinearizable(h *history.History, timeout time.Duration) (porcupine.CheckResult, porcupine.LinearizationInfo) {
+	return porcupine.CheckOperationsVerbose(Model, Operations(h.Ops(), h.Faults(), h.AnswerSettle()), timeout)
 }
 
 // Report is what Verify found.
@@ -32,7 +34,7 @@ type Report struct {
 }
 
 // outcome names an operation's kind and outcome, for Report.Outcomes.
-func outcome(op Op) string {
+func outcome(op history.Op) string {
 	o := op.Output
 	switch {
 	case o.Unknown:
@@ -84,7 +86,7 @@ func (r Report) String() string {
 // by go test -artifacts. It does not fail tb: the caller decides whether
 // violations were wanted. more are the violations of checks the caller
 // ran itself (CheckAfter, CheckAudit), reported with the rest.
-func Verify(tb testing.TB, h *History, timeout time.Duration, more ...Violation) Report {
+func Verify(tb testing.TB, h *history.History, timeout time.Duration, more ...Violation) Report {
 	tb.Helper()
 	ops := h.Ops()
 	r := Report{Ops: len(ops), Faults: len(h.Faults()), Outcomes: map[string]int{}}

@@ -1,22 +1,27 @@
-package e2e
+// Package history is what a robustness run records (docs/robustness.md):
+// each operation of the API that a recording client sent (package
+// traffic), with its input, its output, the moments it was sent and
+// answered, and whether its outcome is unknown (Op); and each fault done
+// meanwhile to a server or its database (Fault), which the cluster notes
+// (package cluster). The porcupine model (package model) and the checks
+// (package validate) read it.
+//
+// It is the lowest package of the framework: the others share its types,
+// and it uses none of theirs.
+package history
 
 import (
 	"bufio"
 	"cmp"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/client"
 )
 
 // Kind is an operation of the API that the recording client sends.
@@ -113,6 +118,25 @@ type Fault struct {
 	Settled int64 `json:"settled,omitempty"`
 }
 
+// Fault kinds that the checks read by name; the others ("kill", "start",
+// "pause", "cut-db", ...) are the Cluster's words (docs/robustness.md).
+const (
+	// FaultPrimaryCrash: the primary stopped as a power cut would stop it
+	// (immediate shutdown, no goodbye to its clients). Noted as it begins,
+	// with Server -1: no server's.
+	FaultPrimaryCrash = "db-crash"
+	// FaultPromote: the standby promoted, taking writes. Noted once it
+	// does, with Server -1; its Settled bounds what the outage's unknown
+	// outcomes did (the model's Operations).
+	FaultPromote = "db-promote"
+	// FaultClockStep notes that a server's own clock was set to step (the
+	// failpoint clock-step-back) at or after this moment: from then on the
+	// server's seconds (granted_at, expires_at) need not be this machine's,
+	// and a check that reads them as this machine's time must not judge the
+	// operations that follow.
+	FaultClockStep = "clock-step"
+)
+
 // History is what a run recorded: operations and faults. It is safe for
 // concurrent use.
 type History struct {
@@ -141,8 +165,9 @@ func (h *History) SetAnswerSettle(d time.Duration) {
 	h.answerSettle, h.answerSettleKnown = int64(d), true
 }
 
-// answerSettleOrUnknown is what SetAnswerSettle set, or -1 when unset.
-func (h *History) answerSettleOrUnknown() time.Duration {
+// AnswerSettle is what SetAnswerSettle set, or -1 when it was not called:
+// then a 5xx answer bounds nothing.
+func (h *History) AnswerSettle() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.answerSettleKnown {
@@ -151,8 +176,8 @@ func (h *History) answerSettleOrUnknown() time.Duration {
 	return time.Duration(h.answerSettle)
 }
 
-// NewHistory starts an empty history; its clock starts now.
-func NewHistory() *History { return &History{start: time.Now()} }
+// New starts an empty history; its clock starts now.
+func New() *History { return &History{start: time.Now()} }
 
 // Now is the time since the history's start, in nanoseconds, on the
 // monotonic clock.
@@ -176,12 +201,23 @@ func (h *History) Fault(kind string, server, incarnation int, settle time.Durati
 	h.faults = append(h.faults, Fault{At: at, Kind: kind, Server: server, Incarnation: incarnation, Settled: at + int64(settle)})
 }
 
-func (h *History) add(op Op) Op {
+// Record adds an operation to the history, its times already on h's
+// clock, and returns it with its ID: the recording client's, or one
+// recorded elsewhere (by a job, in a process of its own).
+func (h *History) Record(op Op) Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	op.ID = len(h.ops)
 	h.ops = append(h.ops, op)
 	return op
+}
+
+// RecordFault adds a fault noted elsewhere, its times already on h's
+// clock: for histories made by hand, in the checks' own tests.
+func (h *History) RecordFault(f Fault) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.faults = append(h.faults, f)
 }
 
 // Ops returns a copy of the operations, in the order they returned.
@@ -241,125 +277,6 @@ func (h *History) Save(path string) error {
 	return f.Close()
 }
 
-// Endpoint is a server as an operation is sent to it.
-type Endpoint struct {
-	Server      int    // its index
-	Incarnation int    // its start number
-	URL         string // its base URL
-}
-
-// Target picks the server an operation goes to.
-type Target func() Endpoint
-
-// Client is a recording client: it sends each operation through the
-// project's Go client (package client) to the server Target picks, and
-// records it in the History. It is safe for concurrent use, though a
-// worker is meant to send one operation at a time.
-type Client struct {
-	h      *History
-	worker int
-	target Target
-	hc     *http.Client
-	// Timeout bounds each operation beyond its wait; past it the outcome
-	// is unknown.
-	Timeout time.Duration
-}
-
-// NewClient returns a recording client for worker, recording into h.
-func NewClient(h *History, worker int, target Target, hc *http.Client) *Client {
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	return &Client{h: h, worker: worker, target: target, hc: hc, Timeout: 10 * time.Second}
-}
-
-// HTTPClient returns an HTTP client for recording clients: its own
-// connection pool, large enough for many workers on one server, and no
-// timeout of its own (each operation has its context's).
-func HTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 256
-	return &http.Client{Transport: t}
-}
-
-// do runs one operation: send sends it with the Go client and fills out.
-func (c *Client) do(ctx context.Context, in Input, send func(ctx context.Context, cl *client.Client) (Output, error)) Op {
-	ep := c.target()
-	cl := client.New(ep.URL, client.WithHTTPClient(c.hc), client.WithRateLimitWait(0))
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout+time.Duration(in.Wait)*time.Second)
-	defer cancel()
-	op := Op{Worker: c.worker, Server: ep.Server, Incarnation: ep.Incarnation, Input: in, Call: c.h.Now()}
-	out, err := send(ctx, cl)
-	op.Return = c.h.Now()
-	var e *client.Error
-	switch {
-	case err == nil:
-	case errors.As(err, &e) && e.Status != 0 && e.Status < 500:
-		out = Output{Err: e.Code, Detail: e.Message}
-		if e.Code == "" {
-			// Not the API's answer (a proxy's?): nothing known.
-			out = Output{Unknown: true, Detail: err.Error()}
-		}
-	case errors.Is(err, syscall.ECONNREFUSED):
-		out = Output{NotSent: true, Detail: err.Error()}
-	default:
-		out = Output{Unknown: true, Detail: err.Error()}
-		if e != nil {
-			out.Status = e.Status
-			out.Code, out.RetryAfter = e.Code, int64(e.RetryAfter/time.Second)
-		}
-	}
-	op.Output = out
-	return c.h.add(op)
-}
-
-// Acquire sends an acquire of lock by client, with ttl and wait in seconds.
-func (c *Client) Acquire(ctx context.Context, clientID, lock string, ttl int64, mode lk.Mode, wait int64) Op {
-	in := Input{Kind: Acquire, Client: clientID, Lock: lock, TTL: ttl, Mode: mode, Wait: wait}
-	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
-		res, err := cl.AcquireOnce(ctx, lock, client.AcquireOptions{Client: clientID, TTL: time.Duration(ttl) * time.Second,
-			Shared: mode == lk.Shared, Wait: time.Duration(wait) * time.Second})
-		return Output{Outcome: res.Outcome, Token: res.Token, GrantedAt: res.GrantedAt, ExpiresAt: res.ExpiresAt, Position: res.Position}, err
-	})
-}
-
-// Renew sends a renew of client's lease on lock for ttl seconds.
-func (c *Client) Renew(ctx context.Context, clientID, lock string, ttl int64) Op {
-	in := Input{Kind: Renew, Client: clientID, Lock: lock, TTL: ttl}
-	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
-		res, err := cl.Renew(ctx, clientID, lock, time.Duration(ttl)*time.Second)
-		return Output{Outcome: res.Outcome, Token: res.Token, GrantedAt: res.GrantedAt, ExpiresAt: res.ExpiresAt}, err
-	})
-}
-
-// Release sends a release of lock by client.
-func (c *Client) Release(ctx context.Context, clientID, lock string) Op {
-	in := Input{Kind: Release, Client: clientID, Lock: lock}
-	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
-		res, err := cl.Release(ctx, clientID, lock)
-		return Output{Outcome: res.Outcome}, err
-	})
-}
-
-// Write sends a write to the fenced store, on behalf of client.
-func (c *Client) Write(ctx context.Context, clientID, lock, key, value string, token int64) Op {
-	in := Input{Kind: Write, Client: clientID, Lock: lock, Key: key, Value: value, Token: token}
-	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
-		res, err := cl.Write(ctx, lock, key, value, token)
-		return Output{Outcome: res.Outcome}, err
-	})
-}
-
-// Read sends a read of the fenced store, on behalf of client; final marks
-// a read after the workload (Input.Final).
-func (c *Client) Read(ctx context.Context, clientID, lock, key string, final bool) Op {
-	in := Input{Kind: Read, Client: clientID, Lock: lock, Key: key, Final: final}
-	return c.do(ctx, in, func(ctx context.Context, cl *client.Client) (Output, error) {
-		res, err := cl.Read(ctx, lock, key)
-		return Output{Value: res.Value, Token: res.Token}, err
-	})
-}
-
 // String is an operation in one line, for messages.
 func (op Op) String() string {
 	in, out := op.Input, op.Output
@@ -379,7 +296,7 @@ func (op Op) String() string {
 			s = "final " + s
 		}
 	}
-	return fmt.Sprintf("#%d %s -> %s [%s, %s] server %d", op.ID, s, out, ms(op.Call), msReturn(op), op.Server)
+	return fmt.Sprintf("#%d %s -> %s [%s, %s] server %d", op.ID, s, out, seconds(op.Call), secondsReturn(op), op.Server)
 }
 
 func (o Output) String() string {
@@ -402,11 +319,12 @@ func (o Output) String() string {
 	return fmt.Sprintf("%q token %d", *o.Value, o.Token)
 }
 
-func ms(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }
+// seconds is a time of the history, for messages.
+func seconds(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }
 
-func msReturn(op Op) string {
+func secondsReturn(op Op) string {
 	if op.Output.Unknown {
 		return "?"
 	}
-	return ms(op.Return)
+	return seconds(op.Return)
 }
