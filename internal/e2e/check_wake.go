@@ -11,6 +11,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
 )
 
 // CheckWake names the check that a blocked acquire is answered within a
@@ -137,27 +138,9 @@ func checkWake(vs *violations, h *history.History, ops []history.Op, faults []hi
 	}
 	// An unknown outcome of an operation sent to a process that was killed
 	// (or through a database that failed over) took effect by then or
-	// never, as for porcupine (Operations).
-	settled := map[[2]int]int64{}
-	for _, f := range faults {
-		if f.Kind == "kill" {
-			settled[[2]int{f.Server, f.Incarnation}] = f.Settled
-		}
-	}
-	outages := dbOutages(faults)
-	returned := func(op history.Op) int64 {
-		if !op.Output.Unknown {
-			return op.Return
-		}
-		ret := int64(never)
-		if s, ok := settled[[2]int{op.Server, op.Incarnation}]; ok && s > op.Call {
-			ret = s
-		}
-		if s, ok := outageSettled(op, outages); ok {
-			ret = min(ret, s)
-		}
-		return ret
-	}
+	// never, as for porcupine (Returns); a 5xx answer alone bounds nothing
+	// here.
+	returned := model.Returns(faults, -1)
 	for _, s := range byClient {
 		slices.SortFunc(s, func(a, b history.Op) int { return cmp.Compare(a.Call, b.Call) })
 	}

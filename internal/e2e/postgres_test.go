@@ -10,6 +10,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -86,7 +87,7 @@ func liveTarget(c *e2e.Cluster, first int) e2e.Target {
 func lapseGrants(h *history.History) int {
 	n := 0
 	for _, op := range h.Ops() {
-		if e2e.IsLapseLock(op.Input.Lock) && op.Input.Kind == history.Acquire && op.Output.Outcome == lk.Granted {
+		if model.IsLapseLock(op.Input.Lock) && op.Input.Kind == history.Acquire && op.Output.Outcome == lk.Granted {
 			n++
 		}
 	}

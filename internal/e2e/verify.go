@@ -11,6 +11,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
 )
 
 // CheckLinearizable checks the history against Model with porcupine,
@@ -18,7 +19,7 @@ import (
 // failure like Illegal: a check that cannot conclude proves nothing. info
 // is porcupine's, for Visualize.
 func CheckLinearizable(h *history.History, timeout time.Duration) (porcupine.CheckResult, porcupine.LinearizationInfo) {
-	return porcupine.CheckOperationsVerbose(Model, Operations(h.Ops(), h.Faults(), h.AnswerSettle()), timeout)
+	return porcupine.CheckOperationsVerbose(model.Model, model.Operations(h.Ops(), h.Faults(), h.AnswerSettle()), timeout)
 }
 
 // Report is what Verify found.
@@ -112,7 +113,7 @@ func Verify(tb testing.TB, h *history.History, timeout time.Duration, more ...Vi
 		tb.Errorf("e2e: saving the history: %v", err)
 	}
 	if res == porcupine.Illegal {
-		if err := porcupine.VisualizePath(Model, info, filepath.Join(dir, "linearization.html")); err != nil {
+		if err := porcupine.VisualizePath(model.Model, info, filepath.Join(dir, "linearization.html")); err != nil {
 			tb.Logf("e2e: porcupine's picture: %v", err)
 		}
 	}

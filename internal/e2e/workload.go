@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
 )
 
 // Workload is the lapse-free lock workload: workers that acquire a lock
@@ -92,13 +92,7 @@ func (w Workload) defaults() Workload {
 func LockName(i int) string { return fmt.Sprintf("e2e/lock-%d", i) }
 
 // LapseLockName is the name of lock i of a workload with lapses.
-func LapseLockName(i int) string { return fmt.Sprintf("%s%d", lapseLock, i) }
-
-const lapseLock = "e2e/lapse-"
-
-// IsLapseLock reports whether lock is one of a workload with lapses
-// (whatever its Prefix), which the lapse-free model leaves out.
-func IsLapseLock(lock string) bool { return strings.Contains(lock, lapseLock) }
+func LapseLockName(i int) string { return fmt.Sprintf("%s%d", model.LapseLock, i) }
 
 func (w Workload) lockName(i int) string {
 	if w.Lapse > 0 {

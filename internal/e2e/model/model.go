@@ -1,34 +1,20 @@
-package e2e
-
-import (
-	"cmp"
-	"fmt"
-	"hash/fnv"
-	"math"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/anishathalye/porcupine"
-
-	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
-)
-
-// The porcupine model of one lock of the API: its holders with their
-// tokens, its queue, its fencing counter and its part of the fenced store.
+// Package model is the porcupine model of the API (docs/robustness.md, The
+// model), one lock at a time: its holders with their tokens, its queue, its
+// fencing counter and its part of the fenced store; and Operations, which
+// turns a recorded history into porcupine's operations.
 //
 // It is a model of lapse-free workloads: no lease ends but by a release,
 // so the model needs no clock (a lapse is a move of time that no operation
 // shows, which porcupine cannot place). Workloads keep ttl far beyond
-// their length; CheckInvariants checks what time must respect, lapses
-// included, from the server's own times.
+// their length; the invariant checks (package validate) check what time
+// must respect, lapses included, from the server's own times.
 //
 // Locks are independent in the API but for two things, "client busy" (a
 // client waits for one lock at a time) and deadlocks (a cycle through
 // several locks). A workload in which each client id uses a single lock
-// (Workload does: "w3/lock-1") has neither, so the history partitions by
-// lock and each lock is checked alone, which keeps the search small.
+// (traffic.Workload does: "w3/lock-1") has neither, so the history
+// partitions by lock and each lock is checked alone, which keeps the
+// search small.
 //
 // An answered operation has one next state. A blocked acquire answered
 // "granted" took effect at two instants, its enqueue and its grant at a
@@ -37,9 +23,25 @@ import (
 // hands the lock over must give that very token; any later operation of
 // the same client finds the hand-over done. An operation whose outcome is
 // unknown has two next states: it took effect, or it never did (Model).
-// internal/model, the contract's reference model, is the oracle of this
-// one (TestModelAgainstReference): it has a clock and mutable state, which
-// porcupine's search, that steps the same state many ways, cannot use.
+//
+// This model stays apart from internal/model, the contract's reference
+// model, which is its oracle (TestModelAgainstReference): the reference has
+// a clock and mutable state, which porcupine's search, that steps the same
+// state many ways, cannot use.
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+)
 
 // modelHolder is one lease on the lock.
 type modelHolder struct {
@@ -339,52 +341,4 @@ func describe(op history.Op) string {
 		s = s[:i]
 	}
 	return strings.TrimPrefix(s, "#0 ")
-}
-
-// Operations turns recorded operations into porcupine's. An unknown
-// outcome returns never (math.MaxInt64), so that porcupine may place it
-// anywhere after its call, or nowhere that matters; but an operation sent
-// to a process that was killed took effect by the kill's Settled or never,
-// so it returns then (etcd's robustness tests patch their histories with
-// what they know in the same way). So does one the server answered 5xx,
-// answerSettle after its answer (History.SetAnswerSettle), unless that is
-// negative: unknown. An operation that was never sent is left out.
-func Operations(ops []history.Op, faults []history.Fault, answerSettle time.Duration) []porcupine.Operation {
-	settle5xx := int64(answerSettle)
-	settled := map[[2]int]int64{}
-	for _, f := range faults {
-		if f.Kind == "kill" {
-			settled[[2]int{f.Server, f.Incarnation}] = f.Settled
-		}
-	}
-	outages := dbOutages(faults)
-	out := make([]porcupine.Operation, 0, len(ops))
-	for _, op := range ops {
-		if op.Output.NotSent || IsLapseLock(op.Input.Lock) {
-			continue // a lapse is a move no operation shows: not the model's
-		}
-		ret := op.Return
-		if op.Output.Unknown {
-			ret = math.MaxInt64
-			if s, ok := settled[[2]int{op.Server, op.Incarnation}]; ok && s > op.Call {
-				ret = s
-			}
-			if s, ok := outageSettled(op, outages); ok {
-				ret = min(ret, s)
-			}
-			if op.Output.Status >= 500 && settle5xx >= 0 {
-				// The server answered: whatever the operation did, it
-				// did by then (plus what the database may still commit).
-				ret = min(ret, op.Return+settle5xx)
-			}
-		}
-		out = append(out, porcupine.Operation{
-			ClientId: op.Worker,
-			Input:    stepInput{in: op.Input, call: op.Call, answer: op.Return},
-			Call:     op.Call,
-			Output:   op.Output,
-			Return:   ret,
-		})
-	}
-	return out
 }
