@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/report"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
@@ -180,7 +180,7 @@ func (c *Cluster) cleanup() {
 	}
 	for _, s := range c.Servers {
 		for _, path := range s.Logs() {
-			c.t.Logf("e2e: the end of %s:\n%s", path, tail(path, 40))
+			c.t.Logf("e2e: the end of %s:\n%s", path, report.Tail(path, 40))
 		}
 	}
 }
@@ -311,11 +311,11 @@ func (s *Server) launch(n int, addr string) error {
 		select {
 		case <-exited:
 			s.forget(cmd)
-			return fmt.Errorf("serve exited before it was ready:\n%s", tail(logPath, 40))
+			return fmt.Errorf("serve exited before it was ready:\n%s", report.Tail(logPath, 40))
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no --ready-file within 30 s:\n%s", tail(logPath, 40))
+			return fmt.Errorf("no --ready-file within 30 s:\n%s", report.Tail(logPath, 40))
 		}
 	}
 	s.mu.Lock()
@@ -336,11 +336,11 @@ func (s *Server) launch(n int, addr string) error {
 		select {
 		case <-exited:
 			s.forget(cmd)
-			return fmt.Errorf("serve exited before it was ready:\n%s", tail(logPath, 40))
+			return fmt.Errorf("serve exited before it was ready:\n%s", report.Tail(logPath, 40))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("GET /v1/ready did not answer 200 within 30 s (last: %v):\n%s", last, tail(logPath, 40))
+			return fmt.Errorf("GET /v1/ready did not answer 200 within 30 s (last: %v):\n%s", last, report.Tail(logPath, 40))
 		}
 	}
 }
@@ -462,23 +462,4 @@ func (s *Server) Ready(ctx context.Context) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// tail returns the last n lines of the file at path.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }

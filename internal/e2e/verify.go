@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/report"
 )
 
 // CheckLinearizable checks the history against Model with porcupine,
@@ -109,11 +110,11 @@ func Verify(tb testing.TB, h *history.History, timeout time.Duration, more ...Vi
 		r.Violations = append(r.Violations, Violation{Check: CheckLinearization, Message: msg})
 	}
 	dir := tb.ArtifactDir()
-	if err := h.Save(filepath.Join(dir, "history.jsonl")); err != nil {
+	if err := report.SaveHistory(filepath.Join(dir, "history.jsonl"), h); err != nil {
 		tb.Errorf("e2e: saving the history: %v", err)
 	}
 	if res == porcupine.Illegal {
-		if err := porcupine.VisualizePath(model.Model, info, filepath.Join(dir, "linearization.html")); err != nil {
+		if err := report.SaveLinearization(filepath.Join(dir, "linearization.html"), info); err != nil {
 			tb.Logf("e2e: porcupine's picture: %v", err)
 		}
 	}

@@ -11,12 +11,7 @@
 package history
 
 import (
-	"bufio"
-	"cmp"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -232,49 +227,6 @@ func (h *History) Faults() []Fault {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.faults)
-}
-
-// WriteJSONL writes the history as JSON lines, for reading a failed run: a
-// first line with the start's wall-clock time, then the operations and
-// faults by time (an operation at its call).
-func (h *History) WriteJSONL(w io.Writer) error {
-	ops, faults := h.Ops(), h.Faults()
-	type line struct {
-		at int64
-		v  any
-	}
-	var lines []line
-	for _, op := range ops {
-		lines = append(lines, line{op.Call, op})
-	}
-	for _, f := range faults {
-		lines = append(lines, line{f.At, f})
-	}
-	slices.SortStableFunc(lines, func(a, b line) int { return cmp.Compare(a.at, b.at) })
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	if err := enc.Encode(map[string]any{"start": h.start.Format(time.RFC3339Nano), "ops": len(ops), "faults": len(faults)}); err != nil {
-		return err
-	}
-	for _, l := range lines {
-		if err := enc.Encode(l.v); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
-}
-
-// Save writes the history to path as JSON lines (WriteJSONL).
-func (h *History) Save(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := h.WriteJSONL(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // String is an operation in one line, for messages.
