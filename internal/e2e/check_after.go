@@ -10,6 +10,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
@@ -46,7 +47,7 @@ const AfterWorker = 1 << 20
 // The releases, grants and writes it sends are recorded in h (worker
 // AfterWorker), so that the invariant checks and porcupine judge them too:
 // run it before Verify.
-func CheckAfter(ctx context.Context, h *history.History, target Target, locks []string) []Violation {
+func CheckAfter(ctx context.Context, h *history.History, target cluster.Target, locks []string) []Violation {
 	var vs violations
 	hc := HTTPClient()
 	rec := NewClient(h, AfterWorker, target, hc)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
@@ -155,7 +156,7 @@ func TestLeaseLengthBites(t *testing.T) {
 // would show.
 func TestCheckAfterBites(t *testing.T) {
 	h := history.New()
-	c := Start(t, Options{History: h})
+	c := cluster.Start(t, cluster.Options{History: h})
 	ctx := context.Background()
 	cl := NewClient(h, 0, c.Target(0), HTTPClient())
 	lock := func(i int) string { return fmt.Sprintf("after-test/%d", i) }
@@ -256,7 +257,7 @@ func TestAPICheckerBites(t *testing.T) {
 		}))
 		a := NewAPIChecker(t)
 		h := history.New()
-		cl := NewClient(h, 0, func() Endpoint { return Endpoint{URL: srv.URL} }, a.Client())
+		cl := NewClient(h, 0, func() cluster.Endpoint { return cluster.Endpoint{URL: srv.URL} }, a.Client())
 		cl.Acquire(context.Background(), "a", "L", 300, lk.Exclusive, 0)
 		srv.Close()
 		vs, n := a.Violations()

@@ -9,6 +9,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
@@ -40,7 +41,7 @@ type Poller struct {
 // PollHolders starts n pollers that inspect locks in turn through target,
 // each from another lock, recording every answer on h's clock. A request
 // that fails (a server killed or starting) is left out.
-func PollHolders(h *history.History, target Target, locks []string, n int) *Poller {
+func PollHolders(h *history.History, target cluster.Target, locks []string, n int) *Poller {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Poller{cancel: cancel}
 	hc := HTTPClient()

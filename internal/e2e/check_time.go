@@ -10,6 +10,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
@@ -62,7 +63,7 @@ func checkTimeOrder(vs *violations, ops []history.Op) {
 // database: it must answer status ok with a clock, whatever the database
 // does, and the clock must never decrease.
 type HealthWatch struct {
-	c      *Cluster
+	c      *cluster.Cluster
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -77,7 +78,7 @@ type healthPoll struct {
 }
 
 // WatchHealth starts polling every server of c, every every, until Stop.
-func WatchHealth(c *Cluster, every time.Duration) *HealthWatch {
+func WatchHealth(c *cluster.Cluster, every time.Duration) *HealthWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &HealthWatch{c: c, cancel: cancel, polls: make([][]healthPoll, len(c.Servers))}
 	hc := &http.Client{Timeout: 5 * time.Second}

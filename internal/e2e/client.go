@@ -9,18 +9,9 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
-
-// Endpoint is a server as an operation is sent to it.
-type Endpoint struct {
-	Server      int    // its index
-	Incarnation int    // its start number
-	URL         string // its base URL
-}
-
-// Target picks the server an operation goes to.
-type Target func() Endpoint
 
 // Client is a recording client: it sends each operation through the
 // project's Go client (package client) to the server Target picks, and
@@ -29,7 +20,7 @@ type Target func() Endpoint
 type Client struct {
 	h      *history.History
 	worker int
-	target Target
+	target cluster.Target
 	hc     *http.Client
 	// Timeout bounds each operation beyond its wait; past it the outcome
 	// is unknown.
@@ -37,7 +28,7 @@ type Client struct {
 }
 
 // NewClient returns a recording client for worker, recording into h.
-func NewClient(h *history.History, worker int, target Target, hc *http.Client) *Client {
+func NewClient(h *history.History, worker int, target cluster.Target, hc *http.Client) *Client {
 	if hc == nil {
 		hc = http.DefaultClient
 	}

@@ -11,6 +11,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
@@ -38,7 +39,7 @@ const probeLock = "e2e/clock-probe"
 // and polls b's status until it holds the lock (the lease of a lapsed),
 // for up to limit. It polls rather than waits, so that a server killed
 // meanwhile does not lose the answer.
-func (p *lapseProbe) run(ctx context.Context, s *e2e.Server, limit time.Duration) {
+func (p *lapseProbe) run(ctx context.Context, s *cluster.Server, limit time.Duration) {
 	cl := client.New(s.URL(), client.WithRateLimitWait(0))
 	ttl := p.ttl
 	a, err := cl.AcquireOnce(ctx, probeLock, client.AcquireOptions{Client: "probe/a", TTL: ttl})
@@ -73,7 +74,7 @@ var _ = register(scenario{
 		t.Setenv(failpoint.ClockStepEnv, clockStep.String())
 		t.Setenv(failpoint.ClockAtEnv, "3s")
 		h := history.New()
-		c := e2e.Start(t, e2e.Options{History: h, Failpoints: append(slices.Clone(failpoints), failpoint.ClockStepBack)})
+		c := cluster.Start(t, cluster.Options{History: h, Failpoints: append(slices.Clone(failpoints), failpoint.ClockStepBack)})
 		s := c.Servers[0]
 		h.Fault(history.FaultClockStep, 0, 1, 0)
 		health := e2e.WatchHealth(c, 20*time.Millisecond)

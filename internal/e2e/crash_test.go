@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
@@ -33,7 +34,7 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	h := history.New()
 	audit := filepath.Join(t.ArtifactDir(), "audit.jsonl")
-	c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints, Args: []string{"--audit-log", audit}})
+	c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints, Args: []string{"--audit-log", audit}})
 	// Every answer the workers get is checked against the API's document,
 	// as the first crash test's were.
 	api := e2e.NewAPIChecker(t)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
@@ -26,7 +27,7 @@ var _ = register(scenario{
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		h := history.New()
-		c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
+		c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
 		unit := time.Second
 		if len(failpoints) > 0 {
 			unit /= 2

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
@@ -80,7 +80,7 @@ func faultAt(t *testing.T, h *history.History, kind string, server int) int64 {
 
 // awaitReady polls s's GET /v1/ready until it answers 200, for up to
 // limit, and returns how long that took, or fails t.
-func awaitReady(t *testing.T, s *e2e.Server, limit time.Duration) time.Duration {
+func awaitReady(t *testing.T, s *cluster.Server, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {

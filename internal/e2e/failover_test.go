@@ -10,6 +10,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
@@ -66,7 +67,7 @@ var _ = register(scenario{
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
 		h := history.New()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Standby: true, Servers: 2, Failpoints: failpoints})
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Standby: true, Servers: 2, Failpoints: failpoints})
 		ctx := context.Background()
 		hc := e2e.HTTPClient()
 
@@ -110,7 +111,7 @@ var _ = register(scenario{
 		loaded := make(chan struct{})
 		go func() {
 			defer close(loaded)
-			w.Run(ctx, h, func(worker int) e2e.Target { return c.Target(worker) })
+			w.Run(ctx, h, func(worker int) cluster.Target { return c.Target(worker) })
 		}()
 		// Somewhere else in a group commit each run.
 		start := time.Now()

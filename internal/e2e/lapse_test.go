@@ -6,6 +6,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
@@ -16,7 +17,7 @@ var _ = register(scenario{
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		h := history.New()
-		c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
+		c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
 		w := e2e.Workload{Duration: 8 * time.Second, Seed: seed, Lapse: 0.2, LapseTTL: 1}
 		if len(failpoints) > 0 {
 			w.Duration = 4 * time.Second

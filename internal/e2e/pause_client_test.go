@@ -14,6 +14,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
@@ -92,7 +93,7 @@ func TestHelperJob(t *testing.T) {
 		close(lost)
 	}()
 	jh := history.New()
-	rc := e2e.NewClient(jh, jobWorker, func() e2e.Endpoint { return e2e.Endpoint{URL: cfg.URL} }, nil)
+	rc := e2e.NewClient(jh, jobWorker, func() cluster.Endpoint { return cluster.Endpoint{URL: cfg.URL} }, nil)
 	rc.Timeout = 5 * time.Second
 	wall := jh.Start().UnixNano()
 	until := time.Now().Add(time.Minute)
@@ -141,12 +142,12 @@ func pauseClient(t *testing.T, failpoints []string) e2e.Report {
 		ttl       = 3 // seconds: the job's lease
 	)
 	h := history.New()
-	c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
+	c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
 	s := c.Servers[0]
 	cfg, _ := json.Marshal(jobConfig{URL: s.URL(), Lock: lock, Client: "etl-a", Key: key, TTL: ttl, After: 5})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperJob$")
 	cmd.Env = append(os.Environ(), jobEnv+"="+string(cfg))
-	job := e2e.StartJob(t, h, "etl-a", cmd)
+	job := cluster.StartJob(t, h, "etl-a", cmd)
 
 	// The job's lines, read on: the job's operations join the history
 	// (on its clock: wall-clock nanoseconds less the history's start).

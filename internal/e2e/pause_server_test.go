@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
@@ -95,7 +96,7 @@ func pauseServer(t *testing.T, failpoints []string) (e2e.Report, []e2e.LeaseReco
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	h := history.New()
-	c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
+	c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
 	s := c.Servers[0]
 	w := e2e.Workload{Workers: 4, Locks: 2, Duration: pauseAt + pauseFor + pauseAfter, Seed: seed}
 	ll := e2e.NewLeaseLog(h)
@@ -103,7 +104,7 @@ func pauseServer(t *testing.T, failpoints []string) (e2e.Report, []e2e.LeaseReco
 	deadline := time.Now().Add(w.Duration)
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	wg.Go(func() { w.Run(ctx, h, func(worker int) e2e.Target { return c.Target(worker) }) })
+	wg.Go(func() { w.Run(ctx, h, func(worker int) cluster.Target { return c.Target(worker) }) })
 	for i := range leaseWorker {
 		rc := e2e.NewClient(h, 10+i, c.Target(0), hc)
 		lock := fmt.Sprintf("e2e/lease-%d", i%leaseLocks)

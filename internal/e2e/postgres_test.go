@@ -9,6 +9,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
@@ -37,8 +38,8 @@ func pgLockNames() []string {
 }
 
 // serverTarget sends every operation to server i of c.
-func serverTarget(c *e2e.Cluster, i int) e2e.Target {
-	return func() e2e.Endpoint { return c.Servers[i].Endpoint() }
+func serverTarget(c *cluster.Cluster, i int) cluster.Target {
+	return func() cluster.Endpoint { return c.Servers[i].Endpoint() }
 }
 
 // withLapses is the lapse workload that runs beside w in the two-server
@@ -52,24 +53,24 @@ func withLapses(w e2e.Workload) e2e.Workload {
 
 // runBoth runs w and its lapse workload at once on c, each worker's
 // operations spread over the servers by target(c, worker).
-func runBoth(c *e2e.Cluster, h *history.History, w e2e.Workload, target func(*e2e.Cluster, int) e2e.Target) {
+func runBoth(c *cluster.Cluster, h *history.History, w e2e.Workload, target func(*cluster.Cluster, int) cluster.Target) {
 	l := withLapses(w)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.Run(context.Background(), h, func(worker int) e2e.Target { return target(c, worker+1) })
+		l.Run(context.Background(), h, func(worker int) cluster.Target { return target(c, worker+1) })
 	}()
-	w.Run(context.Background(), h, func(worker int) e2e.Target { return target(c, worker) })
+	w.Run(context.Background(), h, func(worker int) cluster.Target { return target(c, worker) })
 	<-done
 }
 
 // liveTarget is Cluster.Target but for the servers that are gone: as the
 // old test's clients did, once a server is dead the workers go to the
 // others (in flight at the kill, an operation is unknown all the same).
-func liveTarget(c *e2e.Cluster, first int) e2e.Target {
+func liveTarget(c *cluster.Cluster, first int) cluster.Target {
 	var mu sync.Mutex
 	next := first
-	return func() e2e.Endpoint {
+	return func() cluster.Endpoint {
 		mu.Lock()
 		defer mu.Unlock()
 		for range len(c.Servers) {
@@ -98,7 +99,7 @@ func lapseGrants(h *history.History) int {
 // each lock's state through them (CheckAfter), recording into h, and
 // checks the servers' audit logs: what every multi-server scenario does
 // once its load is over. It returns the extra violations.
-func afterLoad(c *e2e.Cluster, h *history.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoad(c *cluster.Cluster, h *history.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
 	vs := afterLoadNoAudit(c, h, w, locks, up...)
 	var logs [][]string
 	for _, s := range c.Servers {
@@ -108,7 +109,7 @@ func afterLoad(c *e2e.Cluster, h *history.History, w e2e.Workload, locks []strin
 }
 
 // afterLoadNoAudit is afterLoad without the audit logs' check.
-func afterLoadNoAudit(c *e2e.Cluster, h *history.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoadNoAudit(c *cluster.Cluster, h *history.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
 	ctx := context.Background()
 	for _, s := range up {
 		w.FinalReads(ctx, h, serverTarget(c, s))
@@ -153,12 +154,12 @@ var _ = register(scenario{
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		h := history.New()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
 		w := e2e.Workload{Workers: 50, Locks: pgLocks, Duration: 16 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
 			w.Duration = 6 * time.Second
 		}
-		runBoth(c, h, w, (*e2e.Cluster).Target)
+		runBoth(c, h, w, (*cluster.Cluster).Target)
 		extra := afterLoad(c, h, w, pgLockNames(), 0, 1)
 		r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
 		if len(failpoints) == 0 {
@@ -208,7 +209,7 @@ var _ = register(scenario{
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
 		h := history.New()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
 		w := e2e.Workload{Duration: 8 * time.Second, Seed: seed}
 		e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
 		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
@@ -230,7 +231,7 @@ var _ = register(scenario{
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
 		h := history.New()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
 		w := e2e.Workload{Workers: 20, Locks: pgLocks, Duration: 10 * time.Second, Seed: seed}
 		done := make(chan struct{})
 		go func() {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
@@ -23,7 +24,7 @@ var _ = register(scenario{
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		h := history.New()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
 		w := e2e.Workload{Workers: 16, Locks: 16, Duration: 6 * time.Second, Seed: seed}
 		e2e.Scenario{Workload: w}.Run(t, c, h)
 		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))

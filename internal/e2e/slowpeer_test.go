@@ -9,6 +9,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
@@ -27,7 +28,7 @@ var _ = register(scenario{
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		h := history.New()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, ProxyPostgres: true, Failpoints: failpoints})
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, ProxyPostgres: true, Failpoints: failpoints})
 		w := e2e.Workload{Duration: 20 * time.Second, Seed: seed}
 		p := c.Servers[1].Proxy()
 		done := make(chan struct{})
@@ -45,7 +46,7 @@ var _ = register(scenario{
 		var probes sync.WaitGroup
 		for i := range 24 {
 			ep := c.Servers[min(i/3, 1)].Endpoint() // 3 on server 0
-			cl := e2e.NewClient(h, 100+i, func() e2e.Endpoint { return ep }, e2e.HTTPClient())
+			cl := e2e.NewClient(h, 100+i, func() cluster.Endpoint { return ep }, e2e.HTTPClient())
 			id, lock := fmt.Sprintf("probe%d", i), fmt.Sprintf("probe%d", i)
 			probes.Go(func() {
 				for {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
@@ -39,12 +40,12 @@ type soakFault struct {
 	postgres bool
 	// sqlite: only on the bed whose server runs on a SQLite file.
 	sqlite bool
-	run    func(c *e2e.Cluster, rng *rand.Rand)
+	run    func(c *cluster.Cluster, rng *rand.Rand)
 }
 
 // soakFaults are the faults of the soak; add one here to have it struck.
 var soakFaults = []soakFault{
-	{name: "kill", run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "kill", run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// kill -9, down for up to a second (operations meanwhile are
 		// refused), started again on the same database.
 		s := c.Servers[rng.IntN(len(c.Servers))]
@@ -52,7 +53,7 @@ var soakFaults = []soakFault{
 		time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
 		s.Start()
 	}},
-	{name: "pause", run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "pause", run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// SIGSTOP then SIGCONT: mostly short; one in five past the
 		// clients' 10 s timeout, so that what was sent meanwhile is of
 		// unknown outcome and may still happen after the resume. Never
@@ -68,13 +69,13 @@ var soakFaults = []soakFault{
 		time.Sleep(d)
 		s.Resume()
 	}},
-	{name: "restart", run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "restart", run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// A graceful restart: SIGTERM, drain, start.
 		s := c.Servers[rng.IntN(len(c.Servers))]
 		s.Stop()
 		s.Start()
 	}},
-	{name: "cut-db", postgres: true, run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "cut-db", postgres: true, run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// A server's connections to PostgreSQL broken, and refused for
 		// up to 3 s (Options.ProxyPostgres).
 		p := c.Servers[rng.IntN(len(c.Servers))].Proxy()
@@ -82,7 +83,7 @@ var soakFaults = []soakFault{
 		time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(3*time.Second))))
 		p.Restore()
 	}},
-	{name: "delay-db", postgres: true, run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "delay-db", postgres: true, run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// Every byte between a server and PostgreSQL held 20 to 300 ms,
 		// for 1 to 4 s.
 		p := c.Servers[rng.IntN(len(c.Servers))].Proxy()
@@ -90,7 +91,7 @@ var soakFaults = []soakFault{
 		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(3*time.Second))))
 		p.Delay(0)
 	}},
-	{name: "disk-full", sqlite: true, run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "disk-full", sqlite: true, run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// The files may not grow past the database's size for 1 to 4 s
 		// (RLIMIT_FSIZE, as in TestDiskFull): commits fail, answered 503.
 		s := c.Servers[0]
@@ -104,7 +105,7 @@ var soakFaults = []soakFault{
 type soakBed struct {
 	name     string
 	postgres bool
-	opts     e2e.Options
+	opts     cluster.Options
 }
 
 // TestSoak runs the workload for LEASEKEEPER_SOAK (a duration: 60s, 30m)
@@ -136,7 +137,7 @@ func TestSoak(t *testing.T) {
 	beds := []soakBed{{name: "sqlite"}}
 	if pg := os.Getenv(pgtest.EnvVar); pg != "" && pg != "skip" {
 		beds = append(beds, soakBed{name: "postgres", postgres: true,
-			opts: e2e.Options{Postgres: true, Servers: 2, ProxyPostgres: true}})
+			opts: cluster.Options{Postgres: true, Servers: 2, ProxyPostgres: true}})
 	}
 	start := time.Now()
 	results := make([]*soakResult, len(beds))
@@ -189,7 +190,7 @@ func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResu
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := e2e.Start(t, opts)
+	c := cluster.Start(t, opts)
 	var faults []soakFault
 	for _, f := range soakFaults {
 		if (!f.postgres || bed.postgres) && (!f.sqlite || !bed.postgres) {
@@ -259,7 +260,7 @@ func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResu
 			w.Locks = pgLocks
 		}
 		began := time.Now()
-		w.Run(context.Background(), h, func(worker int) e2e.Target { return c.Target(worker) })
+		w.Run(context.Background(), h, func(worker int) cluster.Target { return c.Target(worker) })
 		took := time.Since(began)
 		w.FinalReads(context.Background(), h, c.Target(0))
 		round := h // h is the next round's by the time the check runs

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
 )
@@ -107,7 +108,7 @@ func KeyName(i int) string { return fmt.Sprintf("k%d", i) }
 // Run runs the workload until its Duration has passed (or ctx ends), each
 // worker with a recording client of its own on target(worker), and returns
 // once every worker has finished its round and its recovery.
-func (w Workload) Run(ctx context.Context, h *history.History, target func(worker int) Target) {
+func (w Workload) Run(ctx context.Context, h *history.History, target func(worker int) cluster.Target) {
 	w = w.defaults()
 	deadline := time.Now().Add(w.Duration)
 	hc := w.HTTP
@@ -218,7 +219,7 @@ func (w Workload) recover(ctx context.Context, c *Client, id, lock string) {
 // FinalReads reads every key of the workload's store, retrying unknown
 // outcomes for up to a minute, as final reads (Input.Final) for
 // CheckInvariants. Run it with the workload done and the servers up.
-func (w Workload) FinalReads(ctx context.Context, h *history.History, target Target) {
+func (w Workload) FinalReads(ctx context.Context, h *history.History, target cluster.Target) {
 	w = w.defaults()
 	c := NewClient(h, w.Workers, target, HTTPClient())
 	until := time.Now().Add(time.Minute)
@@ -242,13 +243,13 @@ type Scenario struct {
 // Run runs the scenario on c, recording into h (which should be c's
 // Options.History, for the faults), then the final reads. It fails tb if a
 // server does not come back.
-func (sc Scenario) Run(tb testing.TB, c *Cluster, h *history.History) {
+func (sc Scenario) Run(tb testing.TB, c *cluster.Cluster, h *history.History) {
 	tb.Helper()
 	w := sc.Workload.defaults()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.Run(context.Background(), h, func(worker int) Target { return c.Target(worker) })
+		w.Run(context.Background(), h, func(worker int) cluster.Target { return c.Target(worker) })
 	}()
 	start := time.Now()
 	for i, at := range sc.Kills {

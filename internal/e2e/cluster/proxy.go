@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"errors"
@@ -33,9 +33,9 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// NewProxy listens on 127.0.0.1 on a free port and forwards every
+// newProxy listens on 127.0.0.1 on a free port and forwards every
 // connection to target (host:port).
-func NewProxy(target string) (*Proxy, error) {
+func newProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -46,8 +46,8 @@ func NewProxy(target string) (*Proxy, error) {
 	return p, nil
 }
 
-// Addr is the proxy's host:port, to connect to instead of the target.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+// addr is the proxy's host:port, to connect to instead of the target.
+func (p *Proxy) addr() string { return p.ln.Addr().String() }
 
 // Cut closes every connection through the proxy now, both ends, and
 // refuses new ones until Restore: a connection attempt is accepted and
@@ -83,8 +83,9 @@ func (p *Proxy) Delay(d time.Duration) {
 	p.noteFault(fmt.Sprintf("delay-db %v", d))
 }
 
-// Close stops listening and closes every connection.
-func (p *Proxy) Close() {
+// close stops listening and closes every connection: the Cluster's
+// cleanup.
+func (p *Proxy) close() {
 	p.mu.Lock()
 	p.closed = true
 	conns := p.conns
@@ -230,11 +231,11 @@ func proxiedDSN(dsn string) (string, *Proxy, error) {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return "", nil, fmt.Errorf("a proxy needs a postgres:// URL")
 	}
-	p, err := NewProxy(net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port)))
+	p, err := newProxy(net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port)))
 	if err != nil {
 		return "", nil, err
 	}
-	u.Host = p.Addr()
+	u.Host = p.addr()
 	return u.String(), p, nil
 }
 
@@ -252,7 +253,7 @@ func (c *Cluster) proxies(t testing.TB) {
 		}
 		p.note = func(kind string) { c.fault(kind, s, 0) }
 		s.db, s.proxy = dsn, p
-		t.Cleanup(p.Close)
+		t.Cleanup(p.close)
 	}
 }
 

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"bufio"
@@ -89,9 +89,6 @@ func StartJob(t testing.TB, h *history.History, name string, cmd *exec.Cmd) *Job
 
 // Lines are the job's standard output, a line at a time; closed at its end.
 func (j *Job) Lines() <-chan []byte { return j.lines }
-
-// Pid is the job's process id.
-func (j *Job) Pid() int { return j.cmd.Process.Pid }
 
 // Pause stops the job with SIGSTOP and waits until every thread of it is
 // stopped.

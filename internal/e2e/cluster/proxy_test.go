@@ -1,4 +1,4 @@
-package e2e_test
+package cluster
 
 import (
 	"bufio"
@@ -6,8 +6,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 )
 
 // TestProxy: the proxy passes bytes both ways; Cut breaks the connections
@@ -27,14 +25,14 @@ func TestProxy(t *testing.T) {
 			go func() { defer c.Close(); io.Copy(c, c) }()
 		}
 	}()
-	p, err := e2e.NewProxy(ln.Addr().String())
+	p, err := newProxy(ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	defer p.close()
 	dial := func() (net.Conn, *bufio.Reader) {
 		t.Helper()
-		c, err := net.Dial("tcp", p.Addr())
+		c, err := net.Dial("tcp", p.addr())
 		if err != nil {
 			t.Fatal(err)
 		}

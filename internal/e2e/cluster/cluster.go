@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"context"
@@ -118,9 +118,15 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
-// Dir is the directory of the cluster's files: logs, ready files, the
-// SQLite database.
-func (c *Cluster) Dir() string { return c.dir }
+// Endpoint is a server as an operation is sent to it.
+type Endpoint struct {
+	Server      int    // its index
+	Incarnation int    // its start number
+	URL         string // its base URL
+}
+
+// Target picks the server an operation goes to.
+type Target func() Endpoint
 
 // Target returns a Target that spreads operations over the servers in
 // turn, skipping none: an operation sent to a server that is down is an
