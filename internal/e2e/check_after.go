@@ -12,6 +12,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 )
 
 // The state a server shows once the load is over, typically after kills
@@ -49,8 +50,8 @@ const AfterWorker = 1 << 20
 // run it before Verify.
 func CheckAfter(ctx context.Context, h *history.History, target cluster.Target, locks []string) []Violation {
 	var vs violations
-	hc := HTTPClient()
-	rec := NewClient(h, AfterWorker, target, hc)
+	hc := traffic.HTTPClient()
+	rec := traffic.NewClient(h, AfterWorker, target, hc)
 	ops := h.Ops()
 	inspect := func(lock string) (lk.InspectResult, bool) {
 		var res lk.InspectResult
@@ -182,7 +183,7 @@ func checkHoldersAfter(vs *violations, ops []history.Op, lock string, res lk.Ins
 
 // checkNewGrant takes the cleared lock anew (CheckAfterGrant); top is the
 // highest token granted or shown before.
-func checkNewGrant(vs *violations, ctx context.Context, rec *Client, ops []history.Op, lock string, top int64, inspect func(string) (lk.InspectResult, bool)) {
+func checkNewGrant(vs *violations, ctx context.Context, rec *traffic.Client, ops []history.Op, lock string, top int64, inspect func(string) (lk.InspectResult, bool)) {
 	id := "after/" + lock
 	a := rec.Acquire(ctx, id, lock, 300, lk.Exclusive, 0)
 	if !granted(a) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/leasekeeper/leasekeeper/internal/apitest"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 )
 
 // CheckAPISchema names the check that every answer matches the API's
@@ -34,7 +35,7 @@ func NewAPIChecker(tb testing.TB) *APIChecker {
 // Client is an HTTP client like HTTPClient() whose answers a checks: for
 // Workload.HTTP.
 func (a *APIChecker) Client() *http.Client {
-	hc := HTTPClient()
+	hc := traffic.HTTPClient()
 	hc.Transport = apiTransport{a: a, base: hc.Transport}
 	return hc
 }

@@ -16,6 +16,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 )
 
 // The checks of the crash scenario (check_audit.go, check_after.go,
@@ -158,7 +159,7 @@ func TestCheckAfterBites(t *testing.T) {
 	h := history.New()
 	c := cluster.Start(t, cluster.Options{History: h})
 	ctx := context.Background()
-	cl := NewClient(h, 0, c.Target(0), HTTPClient())
+	cl := traffic.NewClient(h, 0, c.Target(0), traffic.HTTPClient())
 	lock := func(i int) string { return fmt.Sprintf("after-test/%d", i) }
 	// Lock 0: a holds it, having written. Lock 1: b took it and released
 	// it. Lock 2: c holds it.
@@ -257,7 +258,7 @@ func TestAPICheckerBites(t *testing.T) {
 		}))
 		a := NewAPIChecker(t)
 		h := history.New()
-		cl := NewClient(h, 0, func() cluster.Endpoint { return cluster.Endpoint{URL: srv.URL} }, a.Client())
+		cl := traffic.NewClient(h, 0, func() cluster.Endpoint { return cluster.Endpoint{URL: srv.URL} }, a.Client())
 		cl.Acquire(context.Background(), "a", "L", 300, lk.Exclusive, 0)
 		srv.Close()
 		vs, n := a.Violations()

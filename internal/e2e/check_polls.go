@@ -11,6 +11,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 )
 
 // Inspect polls during the load, judged against the history: what the
@@ -44,7 +45,7 @@ type Poller struct {
 func PollHolders(h *history.History, target cluster.Target, locks []string, n int) *Poller {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Poller{cancel: cancel}
-	hc := HTTPClient()
+	hc := traffic.HTTPClient()
 	for i := range n {
 		p.wg.Go(func() {
 			var mine []HolderPoll

@@ -13,6 +13,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -78,14 +79,14 @@ var _ = register(scenario{
 		s := c.Servers[0]
 		h.Fault(history.FaultClockStep, 0, 1, 0)
 		health := e2e.WatchHealth(c, 20*time.Millisecond)
-		w := e2e.Workload{Duration: 10 * time.Second, Seed: seed}
+		w := traffic.Workload{Duration: 10 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
 			w.Duration = 6 * time.Second
 		}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e2e.Scenario{Workload: w}.Run(t, c, h)
+			traffic.Scenario{Workload: w}.Run(t, c, h)
 		}()
 		start := time.Now()
 		probe := &lapseProbe{ttl: 5 * time.Second}

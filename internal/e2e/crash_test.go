@@ -10,6 +10,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -38,7 +39,7 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 	// Every answer the workers get is checked against the API's document,
 	// as the first crash test's were.
 	api := e2e.NewAPIChecker(t)
-	w := e2e.Workload{Workers: 32, Locks: 20, Keys: 4, Duration: 4 * time.Second, Seed: seed, HTTP: api.Client()}
+	w := traffic.Workload{Workers: 32, Locks: 20, Keys: 4, Duration: 4 * time.Second, Seed: seed, HTTP: api.Client()}
 	// The first kill where the first crash test killed (1.0 to 1.8 s into
 	// the load), the second 1.6 s later, with as much spread.
 	var kills []time.Duration
@@ -47,11 +48,11 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 	}
 	locks := make([]string, w.Locks)
 	for i := range locks {
-		locks[i] = e2e.LockName(i)
+		locks[i] = traffic.LockName(i)
 	}
 	// Two pollers inspect the locks throughout, as in the first crash test.
 	poller := e2e.PollHolders(h, c.Target(0), locks, 2)
-	e2e.Scenario{Workload: w, Kills: kills}.Run(t, c, h)
+	traffic.Scenario{Workload: w, Kills: kills}.Run(t, c, h)
 	polls := poller.Stop()
 	logInFlight(t, h)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -12,6 +12,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -54,11 +55,11 @@ var _ = register(scenario{
 		rng := rand.New(rand.NewPCG(seed, 0))
 		h := history.New()
 		c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
-		w := e2e.Workload{Duration: 10 * time.Second, Seed: seed}
+		w := traffic.Workload{Duration: 10 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
 			w.Duration = 4 * time.Second
 		}
-		e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
+		traffic.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
 		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 	catches: []string{failpoint.AcceptStaleWrite, failpoint.ReissueToken, failpoint.AnswerBeforeCommit, failpoint.DropWakeup},

@@ -12,6 +12,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -69,22 +70,22 @@ var _ = register(scenario{
 		h := history.New()
 		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Standby: true, Servers: 2, Failpoints: failpoints})
 		ctx := context.Background()
-		hc := e2e.HTTPClient()
+		hc := traffic.HTTPClient()
 
 		// The holders, then the waiters, each with a recording client of
 		// its own (workers 1000 and up, apart from the workload's).
 		type blocked struct {
 			foBlocked
 			lock           string
-			holder, waiter *e2e.Client
+			holder, waiter *traffic.Client
 			hold, wait     history.Op
 			release        history.Op
 		}
 		var bs []*blocked
 		for i, b := range foBlockedAcquires {
 			x := &blocked{foBlocked: b, lock: "fo/blocked-" + b.name}
-			x.holder = e2e.NewClient(h, 1000+2*i, serverTarget(c, 1-b.server), hc)
-			x.waiter = e2e.NewClient(h, 1001+2*i, serverTarget(c, b.server), hc)
+			x.holder = traffic.NewClient(h, 1000+2*i, serverTarget(c, 1-b.server), hc)
+			x.waiter = traffic.NewClient(h, 1001+2*i, serverTarget(c, b.server), hc)
 			x.hold = x.holder.Acquire(ctx, "holder-"+b.name, x.lock, 60, lk.Exclusive, 0)
 			if x.hold.Output.Outcome != lk.Granted {
 				t.Fatalf("holder of %s: %v", x.lock, x.hold)
@@ -107,7 +108,7 @@ var _ = register(scenario{
 		}()
 
 		health := e2e.WatchHealth(c, 50*time.Millisecond)
-		w := e2e.Workload{Workers: 8, Locks: 3, Duration: foBefore + foAfter, Seed: seed}
+		w := traffic.Workload{Workers: 8, Locks: 3, Duration: foBefore + foAfter, Seed: seed}
 		loaded := make(chan struct{})
 		go func() {
 			defer close(loaded)
@@ -172,7 +173,7 @@ var _ = register(scenario{
 		}
 		locks := []string{}
 		for i := range w.Locks {
-			locks = append(locks, e2e.LockName(i))
+			locks = append(locks, traffic.LockName(i))
 		}
 		for _, x := range bs {
 			locks = append(locks, x.lock)

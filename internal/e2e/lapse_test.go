@@ -8,6 +8,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -18,11 +19,11 @@ var _ = register(scenario{
 		t.Logf("seed %d", seed)
 		h := history.New()
 		c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
-		w := e2e.Workload{Duration: 8 * time.Second, Seed: seed, Lapse: 0.2, LapseTTL: 1}
+		w := traffic.Workload{Duration: 8 * time.Second, Seed: seed, Lapse: 0.2, LapseTTL: 1}
 		if len(failpoints) > 0 {
 			w.Duration = 4 * time.Second
 		}
-		e2e.Scenario{Workload: w}.Run(t, c, h)
+		traffic.Scenario{Workload: w}.Run(t, c, h)
 		abandoned, handedOver := lapses(h, w.LapseTTL)
 		t.Logf("e2e: %d holds abandoned, %d waiters handed a lapsed lock", abandoned, handedOver)
 		if abandoned == 0 || handedOver == 0 {

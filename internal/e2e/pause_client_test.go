@@ -16,6 +16,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -93,7 +94,7 @@ func TestHelperJob(t *testing.T) {
 		close(lost)
 	}()
 	jh := history.New()
-	rc := e2e.NewClient(jh, jobWorker, func() cluster.Endpoint { return cluster.Endpoint{URL: cfg.URL} }, nil)
+	rc := traffic.NewClient(jh, jobWorker, func() cluster.Endpoint { return cluster.Endpoint{URL: cfg.URL} }, nil)
 	rc.Timeout = 5 * time.Second
 	wall := jh.Start().UnixNano()
 	until := time.Now().Add(time.Minute)
@@ -206,7 +207,7 @@ func pauseClient(t *testing.T, failpoints []string) e2e.Report {
 	// lease lapses, then writes once under its token: etl-a's writes must
 	// be refused from then on.
 	ctx := context.Background()
-	rc := e2e.NewClient(h, 1, c.Target(0), e2e.HTTPClient())
+	rc := traffic.NewClient(h, 1, c.Target(0), traffic.HTTPClient())
 	succ, err := client.New(s.URL()).Acquire(ctx, lock, client.AcquireOptions{Client: "etl-b", TTL: 10 * time.Second, Wait: 4 * ttl * time.Second})
 	if err != nil {
 		t.Fatalf("etl-b's acquire while etl-a is stopped: %v", err)

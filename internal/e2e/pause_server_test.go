@@ -17,6 +17,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 )
 
 // The pause-server scenario: the server stopped (SIGSTOP) for twice the
@@ -98,15 +99,15 @@ func pauseServer(t *testing.T, failpoints []string) (e2e.Report, []e2e.LeaseReco
 	h := history.New()
 	c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
 	s := c.Servers[0]
-	w := e2e.Workload{Workers: 4, Locks: 2, Duration: pauseAt + pauseFor + pauseAfter, Seed: seed}
+	w := traffic.Workload{Workers: 4, Locks: 2, Duration: pauseAt + pauseFor + pauseAfter, Seed: seed}
 	ll := e2e.NewLeaseLog(h)
-	hc := e2e.HTTPClient()
+	hc := traffic.HTTPClient()
 	deadline := time.Now().Add(w.Duration)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(ctx, h, func(worker int) cluster.Target { return c.Target(worker) }) })
 	for i := range leaseWorker {
-		rc := e2e.NewClient(h, 10+i, c.Target(0), hc)
+		rc := traffic.NewClient(h, 10+i, c.Target(0), hc)
 		lock := fmt.Sprintf("e2e/lease-%d", i%leaseLocks)
 		rng := rand.New(rand.NewPCG(seed, uint64(10+i)))
 		wg.Go(func() {
@@ -120,7 +121,7 @@ func pauseServer(t *testing.T, failpoints []string) (e2e.Report, []e2e.LeaseReco
 	s.Resume()
 	wg.Wait()
 	w.FinalReads(ctx, h, c.Target(0))
-	rc := e2e.NewClient(h, 20, c.Target(0), hc)
+	rc := traffic.NewClient(h, 20, c.Target(0), hc)
 	for l := range leaseLocks {
 		for i := 0; !rc.Read(ctx, "final", fmt.Sprintf("e2e/lease-%d", l), "k0", true).Output.Known() && i < 100; i++ {
 			time.Sleep(100 * time.Millisecond)
@@ -156,7 +157,7 @@ func pauseServer(t *testing.T, failpoints []string) (e2e.Report, []e2e.LeaseReco
 // to 3 s (longer than the 2 s a Lease may go without a renew, so that the
 // pause finds most holders at work) or until Lost is closed, then a
 // release.
-func leaseWorkerRun(ctx context.Context, ll *e2e.LeaseLog, cl *client.Client, rc *e2e.Client, worker int, lock string, rng *rand.Rand, deadline time.Time) {
+func leaseWorkerRun(ctx context.Context, ll *e2e.LeaseLog, cl *client.Client, rc *traffic.Client, worker int, lock string, rng *rand.Rand, deadline time.Time) {
 	id := fmt.Sprintf("lw%d/%s", worker, lock)
 	n := 0
 	for time.Now().Before(deadline) {

@@ -12,6 +12,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -32,7 +33,7 @@ const pgLocks = 10
 func pgLockNames() []string {
 	var out []string
 	for i := range pgLocks {
-		out = append(out, e2e.LockName(i))
+		out = append(out, traffic.LockName(i))
 	}
 	return out
 }
@@ -44,16 +45,16 @@ func serverTarget(c *cluster.Cluster, i int) cluster.Target {
 
 // withLapses is the lapse workload that runs beside w in the two-server
 // scenarios, as the old test let a grant in twenty-five lapse: ten workers
-// on two locks of their own (LapseLockName), whose abandoned leases either
+// on two locks of their own (e2e/lapse-N), whose abandoned leases either
 // server's lapse timer must retire and hand over (CheckLapse). Porcupine
 // leaves those locks out.
-func withLapses(w e2e.Workload) e2e.Workload {
-	return e2e.Workload{Workers: 10, Locks: 2, Lapse: 1.0 / 25, Duration: w.Duration, Seed: w.Seed + 1}
+func withLapses(w traffic.Workload) traffic.Workload {
+	return traffic.Workload{Workers: 10, Locks: 2, Lapse: 1.0 / 25, Duration: w.Duration, Seed: w.Seed + 1}
 }
 
 // runBoth runs w and its lapse workload at once on c, each worker's
 // operations spread over the servers by target(c, worker).
-func runBoth(c *cluster.Cluster, h *history.History, w e2e.Workload, target func(*cluster.Cluster, int) cluster.Target) {
+func runBoth(c *cluster.Cluster, h *history.History, w traffic.Workload, target func(*cluster.Cluster, int) cluster.Target) {
 	l := withLapses(w)
 	done := make(chan struct{})
 	go func() {
@@ -99,7 +100,7 @@ func lapseGrants(h *history.History) int {
 // each lock's state through them (CheckAfter), recording into h, and
 // checks the servers' audit logs: what every multi-server scenario does
 // once its load is over. It returns the extra violations.
-func afterLoad(c *cluster.Cluster, h *history.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoad(c *cluster.Cluster, h *history.History, w traffic.Workload, locks []string, up ...int) []e2e.Violation {
 	vs := afterLoadNoAudit(c, h, w, locks, up...)
 	var logs [][]string
 	for _, s := range c.Servers {
@@ -109,7 +110,7 @@ func afterLoad(c *cluster.Cluster, h *history.History, w e2e.Workload, locks []s
 }
 
 // afterLoadNoAudit is afterLoad without the audit logs' check.
-func afterLoadNoAudit(c *cluster.Cluster, h *history.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoadNoAudit(c *cluster.Cluster, h *history.History, w traffic.Workload, locks []string, up ...int) []e2e.Violation {
 	ctx := context.Background()
 	for _, s := range up {
 		w.FinalReads(ctx, h, serverTarget(c, s))
@@ -155,7 +156,7 @@ var _ = register(scenario{
 		t.Logf("seed %d", seed)
 		h := history.New()
 		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
-		w := e2e.Workload{Workers: 50, Locks: pgLocks, Duration: 16 * time.Second, Seed: seed}
+		w := traffic.Workload{Workers: 50, Locks: pgLocks, Duration: 16 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
 			w.Duration = 6 * time.Second
 		}
@@ -210,8 +211,8 @@ var _ = register(scenario{
 		rng := rand.New(rand.NewPCG(seed, 0))
 		h := history.New()
 		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
-		w := e2e.Workload{Duration: 8 * time.Second, Seed: seed}
-		e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
+		w := traffic.Workload{Duration: 8 * time.Second, Seed: seed}
+		traffic.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
 		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 	catches: []string{failpoint.ReissueToken},
@@ -232,7 +233,7 @@ var _ = register(scenario{
 		rng := rand.New(rand.NewPCG(seed, 0))
 		h := history.New()
 		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
-		w := e2e.Workload{Workers: 20, Locks: pgLocks, Duration: 10 * time.Second, Seed: seed}
+		w := traffic.Workload{Workers: 20, Locks: pgLocks, Duration: 10 * time.Second, Seed: seed}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -7,6 +7,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -23,13 +24,13 @@ var _ = register(scenario{
 		if len(failpoints) > 0 {
 			unit /= 2
 		}
-		w := e2e.Workload{Duration: 14 * unit, Seed: seed}
+		w := traffic.Workload{Duration: 14 * unit, Seed: seed}
 		s := c.Servers[1]
 		p := s.Proxy()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e2e.Scenario{Workload: w}.Run(t, c, h)
+			traffic.Scenario{Workload: w}.Run(t, c, h)
 		}()
 		start := time.Now()
 		sleepUntil(start, 3*unit)

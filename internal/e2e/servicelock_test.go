@@ -7,6 +7,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -25,8 +26,8 @@ var _ = register(scenario{
 		t.Logf("seed %d", seed)
 		h := history.New()
 		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
-		w := e2e.Workload{Workers: 16, Locks: 16, Duration: 6 * time.Second, Seed: seed}
-		e2e.Scenario{Workload: w}.Run(t, c, h)
+		w := traffic.Workload{Workers: 16, Locks: 16, Duration: 6 * time.Second, Seed: seed}
+		traffic.Scenario{Workload: w}.Run(t, c, h)
 		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 	catches: []string{failpoint.SkipServiceLock},

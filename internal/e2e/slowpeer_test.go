@@ -11,6 +11,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 )
 
 // slowPeerBound is how long server 0 may take to answer an operation
@@ -29,12 +30,12 @@ var _ = register(scenario{
 		t.Logf("seed %d", seed)
 		h := history.New()
 		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, ProxyPostgres: true, Failpoints: failpoints})
-		w := e2e.Workload{Duration: 20 * time.Second, Seed: seed}
+		w := traffic.Workload{Duration: 20 * time.Second, Seed: seed}
 		p := c.Servers[1].Proxy()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e2e.Scenario{Workload: w}.Run(t, c, h)
+			traffic.Scenario{Workload: w}.Run(t, c, h)
 		}()
 		// The workload's workers soon all wait on server 1, or on locks
 		// its clients hold; probes of locks of their own keep asking
@@ -46,7 +47,7 @@ var _ = register(scenario{
 		var probes sync.WaitGroup
 		for i := range 24 {
 			ep := c.Servers[min(i/3, 1)].Endpoint() // 3 on server 0
-			cl := e2e.NewClient(h, 100+i, func() cluster.Endpoint { return ep }, e2e.HTTPClient())
+			cl := traffic.NewClient(h, 100+i, func() cluster.Endpoint { return ep }, traffic.HTTPClient())
 			id, lock := fmt.Sprintf("probe%d", i), fmt.Sprintf("probe%d", i)
 			probes.Go(func() {
 				for {

@@ -16,6 +16,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
 
@@ -248,7 +249,7 @@ func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResu
 			// those have passed; a fault meanwhile is the new round's.
 			time.Sleep(time.Until(settled))
 		}
-		w := e2e.Workload{Duration: min(soakRound, left), Seed: rng.Uint64(), Prefix: fmt.Sprintf("soak-%d/", n)}
+		w := traffic.Workload{Duration: min(soakRound, left), Seed: rng.Uint64(), Prefix: fmt.Sprintf("soak-%d/", n)}
 		if bed.postgres {
 			// Two servers and faults that answer 503 leave many
 			// operations of unknown outcome at once; spread over 4

@@ -1,4 +1,4 @@
-package e2e
+package traffic
 
 import (
 	"context"
@@ -27,8 +27,8 @@ import (
 //
 // Each worker uses one client id per lock ("w3/lock-1"), so that no client
 // id ever waits for one lock while it holds or awaits another: the history
-// then partitions by lock (Model). TTL is far beyond Duration, so that no
-// lease lapses during the run but those Lapse abandons.
+// then partitions by lock (model.Model). TTL is far beyond Duration, so
+// that no lease lapses during the run but those Lapse abandons.
 type Workload struct {
 	Workers  int           // default 8
 	Locks    int           // default 4
@@ -41,8 +41,9 @@ type Workload struct {
 	// unknown outcome (a server down for that long leaves the unknowns in
 	// the history, which the checks allow for); default 30 s.
 	Recover time.Duration
-	// HTTP is the workers' HTTP client; default HTTPClient(). An
-	// APIChecker's checks every answer against the API's document.
+	// HTTP is the workers' HTTP client; default HTTPClient(). A
+	// validate.APIChecker's checks every answer against the API's
+	// document.
 	HTTP *http.Client
 	// Prefix goes before every lock name, so that runs one after the other
 	// on one cluster touch different locks: each is a history of its own
@@ -53,9 +54,9 @@ type Workload struct {
 	// workload). Such a hold is taken with a ttl of LapseTTL by a client
 	// id used for it alone, and is written with, as a crashed job's would
 	// be; its token serves the late job's writes. A workload with lapses
-	// names its locks LapseLockName: porcupine's model is lapse-free and
-	// leaves those locks out (Operations), so the invariant checks alone
-	// judge them, CheckLapse among them.
+	// names its locks e2e/lapse-N (model.LapseLock): porcupine's model is
+	// lapse-free and leaves those locks out (model.Operations), so the
+	// invariant checks alone judge them, validate.CheckLapse among them.
 	Lapse float64
 	// LapseTTL is the ttl of the abandoned holds in seconds, default 1.
 	LapseTTL int64
@@ -92,18 +93,18 @@ func (w Workload) defaults() Workload {
 // LockName is the name of lock i of a workload.
 func LockName(i int) string { return fmt.Sprintf("e2e/lock-%d", i) }
 
-// LapseLockName is the name of lock i of a workload with lapses.
-func LapseLockName(i int) string { return fmt.Sprintf("%s%d", model.LapseLock, i) }
+// lapseLockName is the name of lock i of a workload with lapses.
+func lapseLockName(i int) string { return fmt.Sprintf("%s%d", model.LapseLock, i) }
 
 func (w Workload) lockName(i int) string {
 	if w.Lapse > 0 {
-		return w.Prefix + LapseLockName(i)
+		return w.Prefix + lapseLockName(i)
 	}
 	return w.Prefix + LockName(i)
 }
 
-// KeyName is the name of key i of the store.
-func KeyName(i int) string { return fmt.Sprintf("k%d", i) }
+// keyName is the name of key i of the store.
+func keyName(i int) string { return fmt.Sprintf("k%d", i) }
 
 // Run runs the workload until its Duration has passed (or ctx ends), each
 // worker with a recording client of its own on target(worker), and returns
@@ -141,7 +142,7 @@ func (w Workload) worker(ctx context.Context, c *Client, worker int, deadline ti
 			// The late job: a write with the token of a lease released a
 			// round or more ago. The fence refuses it once a successor
 			// wrote, which by now is likely.
-			c.Write(ctx, id, lock, KeyName(rng.IntN(w.Keys)), value(), token)
+			c.Write(ctx, id, lock, keyName(rng.IntN(w.Keys)), value(), token)
 			delete(late, lock)
 		}
 		mode := lk.Exclusive
@@ -159,7 +160,7 @@ func (w Workload) worker(ctx context.Context, c *Client, worker int, deadline ti
 			a := c.Acquire(ctx, id, lock, w.LapseTTL, mode, wait)
 			if a.Output.Unknown || a.Output.Outcome != lk.Granted {
 				w.recover(ctx, c, id, lock)
-			} else if mode == lk.Exclusive && c.Write(ctx, id, lock, KeyName(rng.IntN(w.Keys)), value(), a.Output.Token).Output.Outcome == lk.OK {
+			} else if mode == lk.Exclusive && c.Write(ctx, id, lock, keyName(rng.IntN(w.Keys)), value(), a.Output.Token).Output.Outcome == lk.OK {
 				late[lock] = a.Output.Token
 			}
 			continue
@@ -170,11 +171,11 @@ func (w Workload) worker(ctx context.Context, c *Client, worker int, deadline ti
 			continue
 		}
 		token := a.Output.Token
-		key := KeyName(rng.IntN(w.Keys))
+		key := keyName(rng.IntN(w.Keys))
 		ok := true
 		if mode == lk.Exclusive {
 			for range 1 + rng.IntN(2) {
-				key = KeyName(rng.IntN(w.Keys))
+				key = keyName(rng.IntN(w.Keys))
 				if op := c.Write(ctx, id, lock, key, value(), token); op.Output.Outcome != lk.OK {
 					ok = false // unknown, or refused: both say something went wrong
 					break
@@ -218,14 +219,15 @@ func (w Workload) recover(ctx context.Context, c *Client, id, lock string) {
 
 // FinalReads reads every key of the workload's store, retrying unknown
 // outcomes for up to a minute, as final reads (Input.Final) for
-// CheckInvariants. Run it with the workload done and the servers up.
+// the invariant checks (package validate). Run it with the workload done
+// and the servers up.
 func (w Workload) FinalReads(ctx context.Context, h *history.History, target cluster.Target) {
 	w = w.defaults()
 	c := NewClient(h, w.Workers, target, HTTPClient())
 	until := time.Now().Add(time.Minute)
 	for l := range w.Locks {
 		for k := range w.Keys {
-			for !c.Read(ctx, "final", w.lockName(l), KeyName(k), true).Output.Known() && time.Now().Before(until) {
+			for !c.Read(ctx, "final", w.lockName(l), keyName(k), true).Output.Known() && time.Now().Before(until) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
@@ -241,8 +243,8 @@ type Scenario struct {
 }
 
 // Run runs the scenario on c, recording into h (which should be c's
-// Options.History, for the faults), then the final reads. It fails tb if a
-// server does not come back.
+// Options.History, for the faults), then the final reads. It fails tb if
+// a server does not come back.
 func (sc Scenario) Run(tb testing.TB, c *cluster.Cluster, h *history.History) {
 	tb.Helper()
 	w := sc.Workload.defaults()
