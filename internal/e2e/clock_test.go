@@ -10,10 +10,10 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -67,7 +67,7 @@ func (p *lapseProbe) run(ctx context.Context, s *cluster.Server, limit time.Dura
 
 var _ = register(scenario{
 	name: "clock-step-back",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		// The step comes 3 s into the server process's life, which the
@@ -78,7 +78,7 @@ var _ = register(scenario{
 		c := cluster.Start(t, cluster.Options{History: h, Failpoints: append(slices.Clone(failpoints), failpoint.ClockStepBack)})
 		s := c.Servers[0]
 		h.Fault(history.FaultClockStep, 0, 1, 0)
-		health := e2e.WatchHealth(c, 20*time.Millisecond)
+		health := validate.WatchHealth(c, 20*time.Millisecond)
 		w := traffic.Workload{Duration: 10 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
 			w.Duration = 6 * time.Second
@@ -126,7 +126,7 @@ var _ = register(scenario{
 					held, probe.ttl, probe.heldFrom, probe.expiresAt)
 			}
 		}
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints), more...)
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints), more...)
 	},
 	catches: []string{failpoint.TimeBackwards},
 })

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -29,7 +29,7 @@ var _ = register(scenario{
 	catches: []string{failpoint.AcceptStaleWrite, failpoint.ReissueToken, failpoint.AnswerBeforeCommit},
 })
 
-func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
+func runCrashLoad(t *testing.T, failpoints []string) validate.Result {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
@@ -38,7 +38,7 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 	c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints, Args: []string{"--audit-log", audit}})
 	// Every answer the workers get is checked against the API's document,
 	// as the first crash test's were.
-	api := e2e.NewAPIChecker(t)
+	api := validate.NewAPIChecker(t)
 	w := traffic.Workload{Workers: 32, Locks: 20, Keys: 4, Duration: 4 * time.Second, Seed: seed, HTTP: api.Client()}
 	// The first kill where the first crash test killed (1.0 to 1.8 s into
 	// the load), the second 1.6 s later, with as much spread.
@@ -51,7 +51,7 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 		locks[i] = traffic.LockName(i)
 	}
 	// Two pollers inspect the locks throughout, as in the first crash test.
-	poller := e2e.PollHolders(h, c.Target(0), locks, 2)
+	poller := validate.PollHolders(h, c.Target(0), locks, 2)
 	traffic.Scenario{Workload: w, Kills: kills}.Run(t, c, h)
 	polls := poller.Stop()
 	logInFlight(t, h)
@@ -59,19 +59,19 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 	defer cancel()
 	start := time.Now()
 	more, answers := api.Violations()
-	more = append(more, e2e.CheckPolls(h, polls)...)
+	more = append(more, validate.CheckPolls(h, polls)...)
 	t.Logf("%d answers checked against the API's document; %d inspect polls during the load, checked in %v", answers, len(polls), time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	more = append(more, e2e.CheckAfter(ctx, h, c.Target(0), locks)...)
+	more = append(more, validate.CheckAfter(ctx, h, c.Target(0), locks)...)
 	after := time.Since(start)
 	start = time.Now()
-	more = append(more, e2e.CheckAudit(h, []string{audit})...)
+	more = append(more, validate.CheckAudit(h, []string{audit})...)
 	audited := time.Since(start)
-	log, _ := e2e.ReadAudit(audit)
+	log, _ := validate.ReadAudit(audit)
 	t.Logf("after the load: holders, clearing and new grants checked in %v; audit log: %d lines, %d runs, %d lines cut short, "+
 		"%d cancelled as never committed (%d restarts found the last group uncommitted: a kill between its lines and its COMMIT), read in %v",
 		after.Round(time.Millisecond), len(log.Entries), log.Starts, log.Torn, log.Cancelled, log.NotCommitted, audited.Round(time.Millisecond))
-	return e2e.Verify(t, h, scenarioCheckTimeout(failpoints), more...)
+	return validate.Verify(t, h, scenarioCheckTimeout(failpoints), more...)
 }
 
 // logInFlight logs, for each kill in h, the requests the killed process

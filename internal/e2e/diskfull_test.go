@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -24,7 +24,7 @@ func fileSize(path string) int64 {
 
 var _ = register(scenario{
 	name: "disk-full",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		h := history.New()
@@ -93,7 +93,7 @@ var _ = register(scenario{
 		if after.changed == 0 {
 			t.Errorf("no change acknowledged once the disk had room again: %v", after)
 		}
-		r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		r := validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 		return r
 	},
 	catches: []string{failpoint.AcceptStaleWrite},

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -25,7 +25,7 @@ import (
 // the history (porcupine included: tokens rise across the failover, no
 // acknowledged write is lost, the fence holds), the answers must be
 // correct results or 503 unavailable with Retry-After: 1, and none later
-// than e2e.RecoverBy after the promotion (CheckUnavailable,
+// than validate.RecoverBy after the promotion (CheckUnavailable,
 // CheckRecovery), each server's /v1/health must answer all along with a
 // clock that never decreases (CheckHealthClock), and acquires blocked
 // across the failover must be answered.
@@ -63,7 +63,7 @@ var foBlockedAcquires = []foBlocked{
 
 var _ = register(scenario{
 	name: "failover-standby",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
@@ -107,7 +107,7 @@ var _ = register(scenario{
 			}
 		}()
 
-		health := e2e.WatchHealth(c, 50*time.Millisecond)
+		health := validate.WatchHealth(c, 50*time.Millisecond)
 		w := traffic.Workload{Workers: 8, Locks: 3, Duration: foBefore + foAfter, Seed: seed}
 		loaded := make(chan struct{})
 		go func() {
@@ -185,7 +185,7 @@ var _ = register(scenario{
 		// though the server took it for failed and cancelled its lines;
 		// to be looked into (docs/robustness.md, Not done yet).
 		extra = append(extra, afterLoadNoAudit(c, h, w, locks, 0, 1)...)
-		r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
+		r := validate.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
 		if len(failpoints) == 0 {
 			requireFailover(t, h)
 		}

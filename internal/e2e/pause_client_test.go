@@ -13,10 +13,10 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -137,7 +137,7 @@ func TestPauseClient(t *testing.T) {
 	runClean(t, "pause-client")
 }
 
-func pauseClient(t *testing.T, failpoints []string) e2e.Report {
+func pauseClient(t *testing.T, failpoints []string) validate.Result {
 	const (
 		lock, key = "exports/daily", "part-1"
 		ttl       = 3 // seconds: the job's lease
@@ -229,8 +229,8 @@ func pauseClient(t *testing.T, failpoints []string) e2e.Report {
 	for i := 0; !rc.Read(ctx, "final", lock, key, true).Output.Known() && i < 100; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
-	r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
-	more := e2e.CheckStalled(h, e2e.Stalled{Lock: lock, Holder: "etl-a", Successor: "etl-b", Lost: lostErr})
+	r := validate.Verify(t, h, scenarioCheckTimeout(failpoints))
+	more := validate.CheckStalled(h, validate.Stalled{Lock: lock, Holder: "etl-a", Successor: "etl-b", Lost: lostErr})
 	for _, v := range more {
 		t.Logf("e2e: %v", v)
 	}

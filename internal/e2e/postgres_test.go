@@ -8,11 +8,11 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -100,25 +100,25 @@ func lapseGrants(h *history.History) int {
 // each lock's state through them (CheckAfter), recording into h, and
 // checks the servers' audit logs: what every multi-server scenario does
 // once its load is over. It returns the extra violations.
-func afterLoad(c *cluster.Cluster, h *history.History, w traffic.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoad(c *cluster.Cluster, h *history.History, w traffic.Workload, locks []string, up ...int) []validate.Violation {
 	vs := afterLoadNoAudit(c, h, w, locks, up...)
 	var logs [][]string
 	for _, s := range c.Servers {
 		logs = append(logs, s.Logs())
 	}
-	return append(vs, e2e.CheckAudit(h, logs...)...)
+	return append(vs, validate.CheckAudit(h, logs...)...)
 }
 
 // afterLoadNoAudit is afterLoad without the audit logs' check.
-func afterLoadNoAudit(c *cluster.Cluster, h *history.History, w traffic.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoadNoAudit(c *cluster.Cluster, h *history.History, w traffic.Workload, locks []string, up ...int) []validate.Violation {
 	ctx := context.Background()
 	for _, s := range up {
 		w.FinalReads(ctx, h, serverTarget(c, s))
 		withLapses(w).FinalReads(ctx, h, serverTarget(c, s))
 	}
-	var vs []e2e.Violation
+	var vs []validate.Violation
 	for _, s := range up {
-		vs = append(vs, e2e.CheckAfter(ctx, h, serverTarget(c, s), locks)...)
+		vs = append(vs, validate.CheckAfter(ctx, h, serverTarget(c, s), locks)...)
 	}
 	return vs
 }
@@ -151,7 +151,7 @@ func crossWakeups(h *history.History) int {
 
 var _ = register(scenario{
 	name: "two-servers-postgres",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		h := history.New()
@@ -162,7 +162,7 @@ var _ = register(scenario{
 		}
 		runBoth(c, h, w, (*cluster.Cluster).Target)
 		extra := afterLoad(c, h, w, pgLockNames(), 0, 1)
-		r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
+		r := validate.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
 		if len(failpoints) == 0 {
 			requireBothServersWorked(t, h, 2)
 			t.Logf("%d grants on the lapse workload's locks", lapseGrants(h))
@@ -205,7 +205,7 @@ func TestTwoServersPostgres(t *testing.T) {
 
 var _ = register(scenario{
 	name: "kill-each-postgres",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
@@ -213,7 +213,7 @@ var _ = register(scenario{
 		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
 		w := traffic.Workload{Duration: 8 * time.Second, Seed: seed}
 		traffic.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 	catches: []string{failpoint.ReissueToken},
 })
@@ -227,7 +227,7 @@ func TestKillEachPostgres(t *testing.T) {
 
 var _ = register(scenario{
 	name: "server-dies-postgres",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
@@ -246,7 +246,7 @@ var _ = register(scenario{
 		t.Logf("killed server 1 at %.3fs, for good", float64(killedAt)/1e9)
 		<-done
 		extra := afterLoad(c, h, w, pgLockNames(), 0)
-		r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
+		r := validate.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
 		if len(failpoints) == 0 {
 			requireBothServersWorked(t, h, 2)
 			missed := 0

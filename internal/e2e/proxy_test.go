@@ -4,16 +4,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
 var _ = register(scenario{
 	name: "proxy-cut-delay",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		h := history.New()
@@ -74,7 +74,7 @@ var _ = register(scenario{
 		if after.changed == 0 {
 			t.Errorf("server 1 acknowledged no change once ready again: %v", after)
 		}
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 	catches: []string{failpoint.AcceptStaleWrite},
 })

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 )
 
 // slowPeerBound is how long server 0 may take to answer an operation
@@ -25,7 +25,7 @@ const slowPeerBound = 6 * time.Second
 
 var _ = register(scenario{
 	name: "slow-peer",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		h := history.New()
@@ -109,7 +109,7 @@ var _ = register(scenario{
 		if late.counts["503"] > 0 || late.slowest > 2*time.Second {
 			t.Errorf("server 0 still stalled 3 s after its peer's delay ended: %v", late)
 		}
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 })
 

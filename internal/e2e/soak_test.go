@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
 
@@ -238,7 +238,7 @@ func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResu
 			h = history.New()
 			faultMu.Lock()
 			c.SetHistory(h)
-			settled := lastFaultEnd.Add(e2e.RecoverBy)
+			settled := lastFaultEnd.Add(validate.RecoverBy)
 			faultMu.Unlock()
 			// A fault undone just before the switch still slows the
 			// round's first seconds (a server resumed or restarted
@@ -285,12 +285,12 @@ func (res *soakResult) add(t *testing.T, bed string, n int, took time.Duration, 
 		t.Error(err)
 		return
 	}
-	r := e2e.Verify(roundTB{t, dir}, h, soakCheckTimeout)
+	r := validate.Verify(roundTB{t, dir}, h, soakCheckTimeout)
 	rr := roundResult{Round: n, Seconds: took.Seconds(), Ops: r.Ops, Unknown: r.Unknown, Faults: r.Faults,
 		Linearizable: string(r.Linearizable), CheckSeconds: r.CheckTime.Seconds()}
 	if r.Outcomes["acquire granted"] == 0 {
 		// A round that did nothing would pass every check.
-		r.Violations = append(r.Violations, e2e.Violation{Check: "soak", Message: "no acquire granted in the round"})
+		r.Violations = append(r.Violations, validate.Violation{Check: "soak", Message: "no acquire granted in the round"})
 	}
 	for _, v := range r.Violations {
 		rr.Violations = append(rr.Violations, v.String())

@@ -46,7 +46,7 @@ type Input struct {
 	Value  string  `json:"value,omitempty"`
 	Token  int64   `json:"token,omitempty"`
 	// Final marks a read made after the workload, with every server up and
-	// nothing else running: what the store kept (CheckInvariants).
+	// nothing else running: what the store kept (the invariant checks).
 	Final bool `json:"final,omitempty"`
 }
 

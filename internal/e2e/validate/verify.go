@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"fmt"
@@ -15,18 +15,18 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/e2e/report"
 )
 
-// CheckLinearizable checks the history against Model with porcupine,
+// checkLinearizable checks the history against model.Model with porcupine,
 // within timeout. An Unknown result (the search ran out of time) is a
 // failure like Illegal: a check that cannot conclude proves nothing. info
-// is porcupine's, for Visualize.
-func CheckLinearizable(h *history.History, timeout time.Duration) (porcupine.CheckResult, porcupine.LinearizationInfo) {
+// is porcupine's, for its picture (report.SaveLinearization).
+func checkLinearizable(h *history.History, timeout time.Duration) (porcupine.CheckResult, porcupine.LinearizationInfo) {
 	return porcupine.CheckOperationsVerbose(model.Model, model.Operations(h.Ops(), h.Faults(), h.AnswerSettle()), timeout)
 }
 
-// Report is what Verify found.
-type Report struct {
+// Result is what Verify found.
+type Result struct {
 	Ops, Unknown, Faults int
-	Violations           []Violation // of CheckInvariants, and CheckLinearizable's verdict when not Ok
+	Violations           []Violation // of checkInvariants, and checkLinearizable's verdict when not Ok
 	Linearizable         porcupine.CheckResult
 	CheckTime            time.Duration // porcupine's
 	// Outcomes counts the operations by kind and outcome ("acquire
@@ -35,7 +35,7 @@ type Report struct {
 	Outcomes map[string]int
 }
 
-// outcome names an operation's kind and outcome, for Report.Outcomes.
+// outcome names an operation's kind and outcome, for Result.Outcomes.
 func outcome(op history.Op) string {
 	o := op.Output
 	switch {
@@ -54,10 +54,10 @@ func outcome(op history.Op) string {
 }
 
 // OK reports whether every check passed.
-func (r Report) OK() bool { return len(r.Violations) == 0 }
+func (r Result) OK() bool { return len(r.Violations) == 0 }
 
 // Caught reports whether check found something.
-func (r Report) Caught(check string) bool {
+func (r Result) Caught(check string) bool {
 	for _, v := range r.Violations {
 		if v.Check == check {
 			return true
@@ -67,7 +67,7 @@ func (r Report) Caught(check string) bool {
 }
 
 // Checks lists the checks that found something.
-func (r Report) Checks() []string {
+func (r Result) Checks() []string {
 	var out []string
 	for _, v := range r.Violations {
 		if !strings.Contains(strings.Join(out, ","), v.Check) {
@@ -77,7 +77,7 @@ func (r Report) Checks() []string {
 	return out
 }
 
-func (r Report) String() string {
+func (r Result) String() string {
 	return fmt.Sprintf("%d operations (%d unknown), %d faults; linearizable: %s in %v; violations: %d %v",
 		r.Ops, r.Unknown, r.Faults, r.Linearizable, r.CheckTime.Round(time.Millisecond), len(r.Violations), r.Checks())
 }
@@ -88,19 +88,19 @@ func (r Report) String() string {
 // by go test -artifacts. It does not fail tb: the caller decides whether
 // violations were wanted. more are the violations of checks the caller
 // ran itself (CheckAfter, CheckAudit), reported with the rest.
-func Verify(tb testing.TB, h *history.History, timeout time.Duration, more ...Violation) Report {
+func Verify(tb testing.TB, h *history.History, timeout time.Duration, more ...Violation) Result {
 	tb.Helper()
 	ops := h.Ops()
-	r := Report{Ops: len(ops), Faults: len(h.Faults()), Outcomes: map[string]int{}}
+	r := Result{Ops: len(ops), Faults: len(h.Faults()), Outcomes: map[string]int{}}
 	for _, op := range ops {
 		if op.Output.Unknown {
 			r.Unknown++
 		}
 		r.Outcomes[outcome(op)]++
 	}
-	r.Violations = append(CheckInvariants(h), more...)
+	r.Violations = append(checkInvariants(h), more...)
 	start := time.Now()
-	res, info := CheckLinearizable(h, timeout)
+	res, info := checkLinearizable(h, timeout)
 	r.CheckTime, r.Linearizable = time.Since(start), res
 	if res != porcupine.Ok {
 		msg := "no linearization of the history exists"
@@ -128,12 +128,12 @@ func Verify(tb testing.TB, h *history.History, timeout time.Duration, more ...Vi
 		counts = append(counts, fmt.Sprintf("%s %d", k, r.Outcomes[k]))
 	}
 	tb.Logf("e2e: %s (history and pictures in %s)\n\toutcomes: %s", r, dir, strings.Join(counts, ", "))
-	tb.Logf("e2e: wake-up: %s", WakeCoverage(h))
+	tb.Logf("e2e: wake-up: %s", wakeSummary(h))
 	return r
 }
 
 // RequireOK fails tb with every violation unless the report has none.
-func (r Report) RequireOK(tb testing.TB) {
+func (r Result) RequireOK(tb testing.TB) {
 	tb.Helper()
 	for _, v := range r.Violations {
 		tb.Errorf("%v", v)

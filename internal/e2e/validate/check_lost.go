@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"cmp"
@@ -29,7 +29,7 @@ const (
 	CheckLostBeforeExpiry = "lost-before-expiry"
 )
 
-// LostMargin is how late past a lease's expires_at the instant its Lost
+// lostMargin is how late past a lease's expires_at the instant its Lost
 // was seen closed may be. The server's expires_at is whole seconds
 // (floor(ts)+ttl, ts read when it handled the grant or renew, after the
 // client sent it), and the lease ends at that very instant of this
@@ -45,7 +45,7 @@ const (
 // a loaded 2-core machine, rarely more. 250 ms covers that; a client that
 // forgot the second the server rounds away (Lost at send+ttl) is late by
 // up to a second, past the margin three times in four for each lease lost.
-const LostMargin = 250 * time.Millisecond
+const lostMargin = 250 * time.Millisecond
 
 // LeaseRecord is a lease taken through a LeaseLog. Times are nanoseconds
 // of the History's clock, but for the Wall ones, Unix nanoseconds of this
@@ -73,12 +73,12 @@ type LeaseRecord struct {
 	LostErr  string `json:"lost_err,omitempty"`
 }
 
-// End is when the holder's work under the lease ended: Lost closed or
+// end is when the holder's work under the lease ended: Lost closed or
 // Release called, whichever came first; never if neither did.
-func (r LeaseRecord) End() int64 { return firstOf(r.Lost, r.Released) }
+func (r LeaseRecord) end() int64 { return firstOf(r.Lost, r.Released) }
 
-// EndWall is End on the wall clock.
-func (r LeaseRecord) EndWall() int64 { return firstOf(r.LostWall, r.ReleasedWall) }
+// endWall is end on the wall clock.
+func (r LeaseRecord) endWall() int64 { return firstOf(r.LostWall, r.ReleasedWall) }
 
 // firstOf is the earlier of two instants, 0 meaning none; never if both
 // are 0.
@@ -184,10 +184,10 @@ func (ll *LeaseLog) Records() []LeaseRecord {
 }
 
 // CheckLost checks the client's promise on the records of a LeaseLog's
-// exclusive leases: each lease's work ended (End) before the acquire of
+// exclusive leases: each lease's work ended (end) before the acquire of
 // the lease with the next token of its lock returned
-// (CheckLostBeforeSuccessor), and, on the wall clock (EndWall), no later
-// than its expires_at as the server last told it, within LostMargin
+// (CheckLostBeforeSuccessor), and, on the wall clock (endWall), no later
+// than its expires_at as the server last told it, within lostMargin
 // (CheckLostBeforeExpiry). The second is the stronger: a successor's lease
 // starts at that expires_at at the earliest, and its acquire returns later
 // still.
@@ -200,13 +200,13 @@ func CheckLost(recs []LeaseRecord) []Violation {
 	for _, rs := range byLock {
 		slices.SortFunc(rs, func(a, b LeaseRecord) int { return cmp.Compare(a.Token, b.Token) })
 		for i, p := range rs {
-			end := p.End()
+			end := p.end()
 			if i+1 < len(rs) && end >= rs[i+1].Return {
 				s := rs[i+1]
 				vs.add(CheckLostBeforeSuccessor, "%v: still kept when the next lease was answered at %s: %v", p, ms(s.Return), s)
 			}
 			lapse := time.Unix(p.ExpiresAt, 0).UnixNano()
-			if wall := p.EndWall(); wall > lapse+int64(LostMargin) {
+			if wall := p.endWall(); wall > lapse+int64(lostMargin) {
 				late := "never"
 				if wall != never {
 					late = time.Duration(wall-lapse).Round(time.Millisecond).String() + " late"

@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"cmp"
@@ -18,7 +18,7 @@ import (
 // The state a server shows once the load is over, typically after kills
 // and restarts, against the history: the holders it kept, then new grants
 // on a cleared lock. What the store kept is the final reads' part
-// (Workload.FinalReads, CheckInvariants).
+// (traffic.Workload.FinalReads, checkInvariants).
 
 // The names of the checks after the load.
 const (
@@ -26,8 +26,8 @@ const (
 	CheckAfterGrant   = "after-grant"   // a new grant works, above every token before, fenced
 )
 
-// AfterWorker is the Op.Worker of the operations CheckAfter records.
-const AfterWorker = 1 << 20
+// afterWorker is the Op.Worker of the operations CheckAfter records.
+const afterWorker = 1 << 20
 
 // CheckAfter checks, through target, the state of every lock in locks once
 // the load is over and nothing else runs, against h:
@@ -46,12 +46,12 @@ const AfterWorker = 1 << 20
 //     token; the new lease is released at the end.
 //
 // The releases, grants and writes it sends are recorded in h (worker
-// AfterWorker), so that the invariant checks and porcupine judge them too:
+// afterWorker), so that the invariant checks and porcupine judge them too:
 // run it before Verify.
 func CheckAfter(ctx context.Context, h *history.History, target cluster.Target, locks []string) []Violation {
 	var vs violations
 	hc := traffic.HTTPClient()
-	rec := traffic.NewClient(h, AfterWorker, target, hc)
+	rec := traffic.NewClient(h, afterWorker, target, hc)
 	ops := h.Ops()
 	inspect := func(lock string) (lk.InspectResult, bool) {
 		var res lk.InspectResult

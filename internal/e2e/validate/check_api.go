@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"bytes"
@@ -32,8 +32,8 @@ func NewAPIChecker(tb testing.TB) *APIChecker {
 	return &APIChecker{v: apitest.New(tb)}
 }
 
-// Client is an HTTP client like HTTPClient() whose answers a checks: for
-// Workload.HTTP.
+// Client is an HTTP client like traffic.HTTPClient() whose answers a checks:
+// for traffic.Workload.HTTP.
 func (a *APIChecker) Client() *http.Client {
 	hc := traffic.HTTPClient()
 	hc.Transport = apiTransport{a: a, base: hc.Transport}

@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"cmp"
@@ -76,9 +76,9 @@ type holderEnd struct {
 	unknown string // why the end is not known; "" when it is
 }
 
-// WakeCoverage is what the wake-up check could judge in h (wakeCoverage),
+// wakeSummary is what the wake-up check could judge in h (wakeCoverage),
 // in a line, for the log of a run.
-func WakeCoverage(h *history.History) string {
+func wakeSummary(h *history.History) string {
 	ops := h.Ops()
 	slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Return, b.Return) })
 	var vs violations

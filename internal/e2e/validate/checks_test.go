@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"slices"
@@ -60,12 +60,12 @@ var unknown = history.Output{Unknown: true, Detail: "connection reset"}
 func verdict(t *testing.T, b *hist) ([]string, porcupine.CheckResult) {
 	t.Helper()
 	var checks []string
-	for _, v := range CheckInvariants(b.h) {
+	for _, v := range checkInvariants(b.h) {
 		if !slices.Contains(checks, v.Check) {
 			checks = append(checks, v.Check)
 		}
 	}
-	res, _ := CheckLinearizable(b.h, 10*time.Second)
+	res, _ := checkLinearizable(b.h, 10*time.Second)
 	return checks, res
 }
 

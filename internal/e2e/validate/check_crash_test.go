@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"context"
@@ -145,7 +145,7 @@ func TestLeaseLengthBites(t *testing.T) {
 	} {
 		b := newHist()
 		b.op(0, 10, acq("a", 5), history.Output{Outcome: lk.Granted, Token: 1, GrantedAt: now, ExpiresAt: c.expires})
-		if got := checksOf(CheckInvariants(b.h)); !slices.Equal(got, c.want) {
+		if got := checksOf(checkInvariants(b.h)); !slices.Equal(got, c.want) {
 			t.Errorf("%s: reported %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"net/http"
@@ -51,11 +51,11 @@ type dbWindow struct {
 
 // dbWindows are the database faults of a history: the primary's crash to
 // the promotion (FaultPrimaryCrash, FaultPromote), a server's connections
-// cut or slowed to their restoration (Proxy: cut-db, delay-db,
+// cut or slowed to their restoration (cluster.Proxy: cut-db, delay-db,
 // restore-db), its disk full to the limit lifted or the process restarted
-// (LimitFileSize: fsize-limit, fsize-unlimited); and for every server, a
-// server's connections slowed or its process paused (delay-db, pause to
-// resume), which holds the service row its peers need.
+// (Server.LimitFileSize: fsize-limit, fsize-unlimited); and for every
+// server, a server's connections slowed or its process paused (delay-db,
+// pause to resume), which holds the service row its peers need.
 func dbWindows(faults []history.Fault) []dbWindow {
 	var out []dbWindow
 	type opened struct {

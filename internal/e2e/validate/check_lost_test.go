@@ -1,4 +1,4 @@
-package e2e_test
+package validate_test
 
 import (
 	"slices"
@@ -6,8 +6,8 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
 	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 )
 
 // TestLostChecksBite feeds CheckLost and CheckStalled hand-made records of
@@ -20,7 +20,7 @@ func TestLostChecksBite(t *testing.T) {
 	const exp, wall = 10, int64(1e18)
 	lapse := int64(exp * time.Second)
 	ms := int64(time.Millisecond)
-	pair := func(lost, released, next int64) []e2e.LeaseRecord {
+	pair := func(lost, released, next int64) []validate.LeaseRecord {
 		on := func(at int64) int64 {
 			if at == 0 {
 				return 0
@@ -28,7 +28,7 @@ func TestLostChecksBite(t *testing.T) {
 			return wall + at
 		}
 		e := wall/1e9 + exp
-		return []e2e.LeaseRecord{
+		return []validate.LeaseRecord{
 			{Client: "a", Lock: "l", Token: 1, TTL: 3, GrantedAt: e - 3, ExpiresAt: e, Call: lapse - 3000*ms, Return: lapse - 2990*ms,
 				Lost: lost, LostWall: on(lost), Released: released, ReleasedWall: on(released)},
 			{Client: "b", Lock: "l", Token: 2, TTL: 3, GrantedAt: e, ExpiresAt: e + 3, Call: lapse - 2000*ms, Return: next,
@@ -37,18 +37,18 @@ func TestLostChecksBite(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		recs []e2e.LeaseRecord
+		recs []validate.LeaseRecord
 		want []string
 	}{
 		{"lost before expiry", pair(lapse-100*ms, lapse+5000*ms, lapse+50*ms), nil},
 		{"released before expiry", pair(lapse+5000*ms, lapse-100*ms, lapse+50*ms), nil},
 		{"lost within the margin", pair(lapse+100*ms, 0, lapse+200*ms), nil},
-		{"lost a second late", pair(lapse+1000*ms, 0, lapse+2000*ms), []string{e2e.CheckLostBeforeExpiry}},
-		{"lost after the successor's grant", pair(lapse+100*ms, 0, lapse+50*ms), []string{e2e.CheckLostBeforeSuccessor}},
-		{"never lost", pair(0, 0, lapse+50*ms), []string{e2e.CheckLostBeforeSuccessor, e2e.CheckLostBeforeExpiry}},
+		{"lost a second late", pair(lapse+1000*ms, 0, lapse+2000*ms), []string{validate.CheckLostBeforeExpiry}},
+		{"lost after the successor's grant", pair(lapse+100*ms, 0, lapse+50*ms), []string{validate.CheckLostBeforeSuccessor}},
+		{"never lost", pair(0, 0, lapse+50*ms), []string{validate.CheckLostBeforeSuccessor, validate.CheckLostBeforeExpiry}},
 	} {
 		var got []string
-		for _, v := range e2e.CheckLost(c.recs) {
+		for _, v := range validate.CheckLost(c.recs) {
 			if !slices.Contains(got, v.Check) {
 				got = append(got, v.Check)
 			}
@@ -60,7 +60,7 @@ func TestLostChecksBite(t *testing.T) {
 		}
 	}
 
-	stalled := func(stale bool, final string, lost string) []e2e.Violation {
+	stalled := func(stale bool, final string, lost string) []validate.Violation {
 		h := history.New()
 		ok := lk.OK
 		write := func(client, value string, token, call int64, out history.Output) {
@@ -78,18 +78,18 @@ func TestLostChecksBite(t *testing.T) {
 			token = 1
 		}
 		h.Record(history.Op{Input: history.Input{Kind: history.Read, Lock: "l", Key: "k", Final: true}, Output: history.Output{Value: &final, Token: token}, Call: 40, Return: 41})
-		return e2e.CheckStalled(h, e2e.Stalled{Lock: "l", Holder: "a", Successor: "b", Lost: lost})
+		return validate.CheckStalled(h, validate.Stalled{Lock: "l", Holder: "a", Successor: "b", Lost: lost})
 	}
 	if vs := stalled(true, "b1", "lease expired"); len(vs) > 0 {
 		t.Errorf("a fenced-out stalled holder reported: %v", vs)
 	}
-	for name, vs := range map[string][]e2e.Violation{
+	for name, vs := range map[string][]validate.Violation{
 		"a late write accepted":    stalled(false, "b1", "lease expired"),
 		"the store kept the stale": stalled(true, "a2", "lease expired"),
 		"no Lost":                  stalled(true, "b1", ""),
 	} {
-		if len(vs) == 0 || vs[0].Check != e2e.CheckStalledFenced {
-			t.Errorf("%s: reported %v, want %s", name, vs, e2e.CheckStalledFenced)
+		if len(vs) == 0 || vs[0].Check != validate.CheckStalledFenced {
+			t.Errorf("%s: reported %v, want %s", name, vs, validate.CheckStalledFenced)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"cmp"
@@ -27,7 +27,7 @@ const (
 	CheckFalseStale    = "stale-without-higher" // stale_token only when a higher token could have been accepted
 	CheckLostWrite     = "lost-write"           // the final read sees the last acknowledged write, or a later one
 	CheckPhantomValue  = "phantom-value"        // the final read sees a value some write sent
-	CheckLinearization = "linearizable"         // porcupine found a linearization (CheckLinearizable)
+	CheckLinearization = "linearizable"         // porcupine found a linearization (checkLinearizable)
 	maxPerCheck        = 20                     // violations kept per check; the rest are counted
 	expiryMarginSecond = int64(time.Second)     // the server's seconds against this machine's clock
 )
@@ -78,8 +78,8 @@ func granted(op history.Op) bool {
 	return op.Input.Kind == history.Acquire && op.Output.Known() && op.Output.Outcome == lk.Granted
 }
 
-// CheckInvariants runs every invariant check on h's operations and faults.
-func CheckInvariants(h *history.History) []Violation {
+// checkInvariants runs every invariant check on h's operations and faults.
+func checkInvariants(h *history.History) []Violation {
 	ops, faults := h.Ops(), h.Faults()
 	// In return order (the history is, but for goroutines that took their
 	// time between the answer and the record).

@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	lk "github.com/leasekeeper/leasekeeper"

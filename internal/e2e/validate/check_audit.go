@@ -1,4 +1,4 @@
-package e2e
+package validate
 
 import (
 	"bufio"
@@ -65,7 +65,7 @@ type AuditLog struct {
 
 // ReadAudit reads one server's audit log from files, oldest first: its
 // --audit-log file, or the standard error of each of its starts
-// (Server.Logs), whose other lines (not JSON objects) it skips. A line cut
+// (cluster.Server.Logs), whose other lines (not JSON objects) it skips. A line cut
 // short by a kill is allowed where a kill can leave it: last in its file,
 // or followed by the next run's start line. Problems are violations of
 // CheckAuditReplay.
