@@ -415,13 +415,6 @@ func (s *Server) Stop() {
 	s.forget(cmd)
 }
 
-// Restart kills the server with SIGKILL and starts it again.
-func (s *Server) Restart() {
-	s.c.t.Helper()
-	s.Kill()
-	s.Start()
-}
-
 // Pause stops the process with SIGSTOP and waits until every thread of it
 // is stopped: it answers nothing, and holds its connections and, on
 // PostgreSQL, any transaction it had open.

@@ -41,9 +41,10 @@ func TestCluster(t *testing.T) {
 	if !ready() {
 		t.Error("not ready after Resume")
 	}
-	s.Restart()
+	s.Kill()
+	s.Start()
 	if !ready() || s.URL() != url {
-		t.Errorf("after Restart: ready %v, URL %s (was %s)", ready(), s.URL(), url)
+		t.Errorf("after a kill and a start: ready %v, URL %s (was %s)", ready(), s.URL(), url)
 	}
 	s.Stop()
 	if s.Pid() != 0 || ready() {
