@@ -113,8 +113,10 @@ type Fault struct {
 	Settled int64 `json:"settled,omitempty"`
 }
 
-// Fault kinds that the checks read by name; the others ("kill", "start",
-// "pause", "cut-db", ...) are the Cluster's words (docs/robustness.md).
+// The fault kinds that one package notes and others read, declared here
+// for both: the cluster or a scenario notes them, the model and the checks
+// read them. The cluster's other words ("kill", "start", "pause",
+// "cut-db", ...) are spelled out where used (docs/robustness.md).
 const (
 	// FaultPrimaryCrash: the primary stopped as a power cut would stop it
 	// (immediate shutdown, no goodbye to its clients). Noted as it begins,
