@@ -29,12 +29,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	e2e.RemoveBinary()
+	cluster.RemoveBinary()
 	os.Exit(code)
 }
 
@@ -324,7 +324,7 @@ func TestEveryAlertTested(t *testing.T) {
 // server is a serve started for these tests, with the tokens of its auth
 // file's principals.
 type server struct {
-	*e2e.Server
+	*cluster.Server
 	admin, reader, limited string
 }
 
@@ -343,7 +343,7 @@ func startServer(t *testing.T) *server {
 	if err := os.WriteFile(authFile, []byte(auth), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s.Server = e2e.Start(t, e2e.Options{Dir: dir, Args: []string{"--auth-file", authFile}}).Servers[0]
+	s.Server = cluster.Start(t, cluster.Options{Dir: dir, Args: []string{"--auth-file", authFile}}).Servers[0]
 	return s
 }
 
@@ -524,7 +524,7 @@ func TestDeployedMetricsExist(t *testing.T) {
 // answers /v1/ready 503 and shows the reason database_unavailable, on which
 // promtool fires LeasekeeperPostgresUnavailable, and nothing else.
 func TestPostgresUnavailableAlert(t *testing.T) {
-	srv := e2e.Start(t, e2e.Options{Postgres: true, ProxyPostgres: true}).Servers[0]
+	srv := cluster.Start(t, cluster.Options{Postgres: true, ProxyPostgres: true}).Servers[0]
 	s := &server{Server: srv}
 	s.expect(t, "/v1/acquire", `{"client":"a","lock":"L","ttl":300}`, "granted")
 	srv.Proxy().Cut()

@@ -20,7 +20,7 @@
 // Without --server, lkload starts `leasekeeper serve` itself on a new
 // SQLite file (WAL, synchronous=FULL: serve's default) in a temporary folder
 // under --dir, and stops it at the end, with the harness of the robustness
-// tests (internal/e2e's Cluster): a server is ready when its --ready-file
+// tests (internal/e2e/cluster): a server is ready when its --ready-file
 // is written and GET /v1/ready answers 200, so the binary must have both
 // (a binary from before them: start it yourself and give --server). The
 // servers' standard error is passed on when they have stopped. The binary
@@ -67,7 +67,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
 	"github.com/leasekeeper/leasekeeper/internal/pgschema"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
@@ -403,12 +403,12 @@ func (b *bench) post(ctx context.Context, base, path string, fields map[string]a
 
 // fleet is the servers lkload started and what they run on: a temporary
 // folder (binary, SQLite file, audit log, the servers' standard error) and,
-// on PostgreSQL, a schema. The servers are an e2e.Cluster: the harness of
+// on PostgreSQL, a schema. The servers are a cluster.Cluster: the harness of
 // the robustness tests (docs/robustness.md), so that both start, watch and
 // stop serve the same way.
 type fleet struct {
 	tmp     string
-	cluster *e2e.Cluster
+	cluster *cluster.Cluster
 	drop    func() error // drops the PostgreSQL schema; nil on SQLite
 }
 
@@ -441,7 +441,7 @@ func startFleet(ctx context.Context, cfg config) (_ *fleet, err error) {
 	// the migrations, and the others then find the schema ready instead of
 	// queueing on goose's lock. The audit log goes to a file, as in a
 	// deployment, one for all servers (each appends whole lines).
-	f.cluster, err = e2e.StartCluster(ctx, e2e.Options{
+	f.cluster, err = cluster.StartCluster(ctx, cluster.Options{
 		Servers:  cfg.servers,
 		Postgres: cfg.db != "",
 		DB:       db,

@@ -10,7 +10,10 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -37,7 +40,7 @@ const probeLock = "e2e/clock-probe"
 // and polls b's status until it holds the lock (the lease of a lapsed),
 // for up to limit. It polls rather than waits, so that a server killed
 // meanwhile does not lose the answer.
-func (p *lapseProbe) run(ctx context.Context, s *e2e.Server, limit time.Duration) {
+func (p *lapseProbe) run(ctx context.Context, s *cluster.Server, limit time.Duration) {
 	cl := client.New(s.URL(), client.WithRateLimitWait(0))
 	ttl := p.ttl
 	a, err := cl.AcquireOnce(ctx, probeLock, client.AcquireOptions{Client: "probe/a", TTL: ttl})
@@ -64,26 +67,26 @@ func (p *lapseProbe) run(ctx context.Context, s *e2e.Server, limit time.Duration
 
 var _ = register(scenario{
 	name: "clock-step-back",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		// The step comes 3 s into the server process's life, which the
 		// workload starts a moment after.
 		t.Setenv(failpoint.ClockStepEnv, clockStep.String())
 		t.Setenv(failpoint.ClockAtEnv, "3s")
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Failpoints: append(slices.Clone(failpoints), failpoint.ClockStepBack)})
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Failpoints: append(slices.Clone(failpoints), failpoint.ClockStepBack)})
 		s := c.Servers[0]
-		h.Fault(e2e.FaultClockStep, 0, 1, 0)
-		health := e2e.WatchHealth(c, 20*time.Millisecond)
-		w := e2e.Workload{Duration: 10 * time.Second, Seed: seed}
+		h.Fault(history.FaultClockStep, 0, 1, 0)
+		health := validate.WatchHealth(c, 20*time.Millisecond)
+		w := traffic.Workload{Duration: 10 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
 			w.Duration = 6 * time.Second
 		}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e2e.Scenario{Workload: w}.Run(t, c, h)
+			traffic.Scenario{Workload: w}.Run(t, c, h)
 		}()
 		start := time.Now()
 		probe := &lapseProbe{ttl: 5 * time.Second}
@@ -123,7 +126,7 @@ var _ = register(scenario{
 					held, probe.ttl, probe.heldFrom, probe.expiresAt)
 			}
 		}
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints), more...)
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints), more...)
 	},
 	catches: []string{failpoint.TimeBackwards},
 })

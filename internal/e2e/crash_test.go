@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -26,17 +29,17 @@ var _ = register(scenario{
 	catches: []string{failpoint.AcceptStaleWrite, failpoint.ReissueToken, failpoint.AnswerBeforeCommit},
 })
 
-func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
+func runCrashLoad(t *testing.T, failpoints []string) validate.Result {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	h := e2e.NewHistory()
+	h := history.New()
 	audit := filepath.Join(t.ArtifactDir(), "audit.jsonl")
-	c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints, Args: []string{"--audit-log", audit}})
+	c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints, Args: []string{"--audit-log", audit}})
 	// Every answer the workers get is checked against the API's document,
 	// as the first crash test's were.
-	api := e2e.NewAPIChecker(t)
-	w := e2e.Workload{Workers: 32, Locks: 20, Keys: 4, Duration: 4 * time.Second, Seed: seed, HTTP: api.Client()}
+	api := validate.NewAPIChecker(t)
+	w := traffic.Workload{Workers: 32, Locks: 20, Keys: 4, Duration: 4 * time.Second, Seed: seed, HTTP: api.Client()}
 	// The first kill where the first crash test killed (1.0 to 1.8 s into
 	// the load), the second 1.6 s later, with as much spread.
 	var kills []time.Duration
@@ -45,30 +48,30 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 	}
 	locks := make([]string, w.Locks)
 	for i := range locks {
-		locks[i] = e2e.LockName(i)
+		locks[i] = traffic.LockName(i)
 	}
 	// Two pollers inspect the locks throughout, as in the first crash test.
-	poller := e2e.PollHolders(h, c.Target(0), locks, 2)
-	e2e.Scenario{Workload: w, Kills: kills}.Run(t, c, h)
+	poller := validate.PollHolders(h, c.Target(0), locks, 2)
+	traffic.Scenario{Workload: w, Kills: kills}.Run(t, c, h)
 	polls := poller.Stop()
 	logInFlight(t, h)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
 	more, answers := api.Violations()
-	more = append(more, e2e.CheckPolls(h, polls)...)
+	more = append(more, validate.CheckPolls(h, polls)...)
 	t.Logf("%d answers checked against the API's document; %d inspect polls during the load, checked in %v", answers, len(polls), time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	more = append(more, e2e.CheckAfter(ctx, h, c.Target(0), locks)...)
+	more = append(more, validate.CheckAfter(ctx, h, c.Target(0), locks)...)
 	after := time.Since(start)
 	start = time.Now()
-	more = append(more, e2e.CheckAudit(h, []string{audit})...)
+	more = append(more, validate.CheckAudit(h, []string{audit})...)
 	audited := time.Since(start)
-	log, _ := e2e.ReadAudit(audit)
+	log, _ := validate.ReadAudit(audit)
 	t.Logf("after the load: holders, clearing and new grants checked in %v; audit log: %d lines, %d runs, %d lines cut short, "+
 		"%d cancelled as never committed (%d restarts found the last group uncommitted: a kill between its lines and its COMMIT), read in %v",
 		after.Round(time.Millisecond), len(log.Entries), log.Starts, log.Torn, log.Cancelled, log.NotCommitted, audited.Round(time.Millisecond))
-	return e2e.Verify(t, h, scenarioCheckTimeout(failpoints), more...)
+	return validate.Verify(t, h, scenarioCheckTimeout(failpoints), more...)
 }
 
 // logInFlight logs, for each kill in h, the requests the killed process
@@ -77,7 +80,7 @@ func runCrashLoad(t *testing.T, failpoints []string) e2e.Report {
 // queue, and the rest (writes, releases, renews, acquires not waiting),
 // which were in a group commit or waiting for the next one. A kill that
 // cut none of the latter landed between two groups and proved little.
-func logInFlight(t *testing.T, h *e2e.History) {
+func logInFlight(t *testing.T, h *history.History) {
 	t.Helper()
 	ops := h.Ops()
 	first := int64(0)
@@ -98,7 +101,7 @@ func logInFlight(t *testing.T, h *e2e.History) {
 			inFlight++
 			if op.Output.Unknown {
 				unknown++
-				if op.Input.Kind == e2e.Acquire && op.Input.Wait > 0 {
+				if op.Input.Kind == history.Acquire && op.Input.Wait > 0 {
 					blocked++
 				}
 			}

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -21,21 +24,21 @@ func fileSize(path string) int64 {
 
 var _ = register(scenario{
 	name: "disk-full",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
 		unit := time.Second
 		if len(failpoints) > 0 {
 			unit /= 2
 		}
-		w := e2e.Workload{Duration: 12 * unit, Seed: seed}
+		w := traffic.Workload{Duration: 12 * unit, Seed: seed}
 		s := c.Servers[0]
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e2e.Scenario{Workload: w}.Run(t, c, h)
+			traffic.Scenario{Workload: w}.Run(t, c, h)
 		}()
 		start := time.Now()
 		sleepUntil(start, 3*unit)
@@ -90,7 +93,7 @@ var _ = register(scenario{
 		if after.changed == 0 {
 			t.Errorf("no change acknowledged once the disk had room again: %v", after)
 		}
-		r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		r := validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 		return r
 	},
 	catches: []string{failpoint.AcceptStaleWrite},

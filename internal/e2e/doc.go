@@ -1,12 +1,22 @@
-// Package e2e is the robustness framework of leasekeeper, after etcd's
-// tests/robustness (docs/robustness.md): a cluster of real `leasekeeper
-// serve` processes to start, stop, kill -9, pause and restart (Cluster); a
-// client that records every operation with its invoke and return times and
-// whether its outcome is unknown (Client, History); checkers of what must
-// hold whatever happened (CheckInvariants); and a model of the API for
-// porcupine's linearizability checker (CheckLinearizable), for workloads in
-// which no lease lapses (Workload).
+// Package e2e is the robustness tests of leasekeeper, after etcd's
+// tests/robustness (docs/robustness.md). Its tests are the scenarios: real
+// `leasekeeper serve` processes under a workload and faults, their
+// histories checked; the failpoint runs (TestFailpointsCaught, with -tags
+// failpoints); and the soak (TestSoak, with LEASEKEEPER_SOAK).
 //
-// It is test support for this repository's own tests: it is not for import
-// by other modules, and its API is not stable.
+// The framework is split as etcd's is:
+//
+//   - cluster: starting serve, and the faults of a process and of its
+//     database (kill -9, pause, restart, a full disk, a proxy to
+//     PostgreSQL, a standby to crash and promote), and a job process;
+//   - traffic: the recording client and the workloads;
+//   - history: what a run records, operations and faults, which the
+//     others share;
+//   - model: the porcupine model of the API, apart from internal/model;
+//   - validate: the checks, porcupine's among them (Verify);
+//   - report: what a run writes out (the history, porcupine's picture,
+//     the end of a server's log).
+//
+// They are test support for this repository's own tests: not for import
+// by other modules, and their API is not stable.
 package e2e

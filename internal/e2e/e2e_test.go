@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bytes"
-	"context"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -10,13 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	e2e.RemoveBinary()
+	cluster.RemoveBinary()
 	os.Exit(code)
 }
 
@@ -47,18 +49,18 @@ func killsAt(rng *rand.Rand, n int, d time.Duration) []time.Duration {
 
 var _ = register(scenario{
 	name: "kill-restart",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
-		w := e2e.Workload{Duration: 10 * time.Second, Seed: seed}
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
+		w := traffic.Workload{Duration: 10 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
 			w.Duration = 4 * time.Second
 		}
-		e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		traffic.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 	catches: []string{failpoint.AcceptStaleWrite, failpoint.ReissueToken, failpoint.AnswerBeforeCommit, failpoint.DropWakeup},
 })
@@ -80,7 +82,7 @@ func TestKillRestart(t *testing.T) {
 // failpoint's name is in it. (Binary builds with the tag when this test
 // was built with it.)
 func TestFailpointsOnlyWithTag(t *testing.T) {
-	bin := e2e.Binary(t)
+	bin := cluster.Binary(t)
 	out, err := exec.Command("go", "tool", "nm", bin).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go tool nm: %v\n%s", err, out)
@@ -104,50 +106,5 @@ func TestFailpointsOnlyWithTag(t *testing.T) {
 	t.Logf("built with failpoints: %v; %d symbols of package failpoint, failpoint names %v", failpoint.Compiled, symbols, names)
 	if failpoint.Compiled != (symbols > 0) || failpoint.Compiled != (len(names) == len(failpoint.All)) {
 		t.Errorf("built with failpoints: %v, but the binary has %d symbols of package failpoint and the names %v", failpoint.Compiled, symbols, names)
-	}
-}
-
-// TestCluster: the harness's own moves on one server: ready after Start,
-// not ready while paused (SIGSTOP) and ready again after SIGCONT, the same
-// address after a kill and a start, gone after a graceful Stop, and every
-// move noted in the history.
-func TestCluster(t *testing.T) {
-	h := e2e.NewHistory()
-	c := e2e.Start(t, e2e.Options{History: h})
-	s := c.Servers[0]
-	ready := func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		return s.Ready(ctx)
-	}
-	if !ready() {
-		t.Fatal("not ready after Start")
-	}
-	url := s.URL()
-	s.Pause()
-	if ready() {
-		t.Error("ready while paused")
-	}
-	s.Resume()
-	if !ready() {
-		t.Error("not ready after Resume")
-	}
-	s.Restart()
-	if !ready() || s.URL() != url {
-		t.Errorf("after Restart: ready %v, URL %s (was %s)", ready(), s.URL(), url)
-	}
-	s.Stop()
-	if s.Pid() != 0 || ready() {
-		t.Error("still there after Stop")
-	}
-	var kinds []string
-	for _, f := range h.Faults() {
-		kinds = append(kinds, f.Kind)
-	}
-	if got, want := strings.Join(kinds, " "), "start pause resume kill start stop"; got != want {
-		t.Errorf("faults noted: %s, want %s", got, want)
-	}
-	if logs := s.Logs(); len(logs) != 2 {
-		t.Errorf("logs %v, want one per start", logs)
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
 )
 
 // Helpers of the scenarios of the environment's faults (proxy, full disk,
@@ -37,7 +38,7 @@ func (a answers) String() string {
 
 // answersIn sums up the operations sent to server (all servers when -1)
 // with their call in [from, to), history times.
-func answersIn(ops []e2e.Op, server int, from, to int64) answers {
+func answersIn(ops []history.Op, server int, from, to int64) answers {
 	a := answers{counts: map[string]int{}}
 	for _, op := range ops {
 		if (server >= 0 && op.Server != server) || op.Call < from || op.Call >= to {
@@ -53,7 +54,7 @@ func answersIn(ops []e2e.Op, server int, from, to int64) answers {
 			a.counts[fmt.Sprint(o.Status)]++
 		default:
 			a.counts["answered"]++
-			if op.Input.Kind != e2e.Read && o.Err == "" {
+			if op.Input.Kind != history.Read && o.Err == "" {
 				a.changed++
 			}
 		}
@@ -66,7 +67,7 @@ func answersIn(ops []e2e.Op, server int, from, to int64) answers {
 
 // faultAt returns the history time of the first fault of kind (a prefix,
 // for "delay-db 200ms") noted for server, or fails t.
-func faultAt(t *testing.T, h *e2e.History, kind string, server int) int64 {
+func faultAt(t *testing.T, h *history.History, kind string, server int) int64 {
 	t.Helper()
 	for _, f := range h.Faults() {
 		if strings.HasPrefix(f.Kind, kind) && f.Server == server {
@@ -79,7 +80,7 @@ func faultAt(t *testing.T, h *e2e.History, kind string, server int) int64 {
 
 // awaitReady polls s's GET /v1/ready until it answers 200, for up to
 // limit, and returns how long that took, or fails t.
-func awaitReady(t *testing.T, s *e2e.Server, limit time.Duration) time.Duration {
+func awaitReady(t *testing.T, s *cluster.Server, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {

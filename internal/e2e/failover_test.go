@@ -9,7 +9,10 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -22,7 +25,7 @@ import (
 // the history (porcupine included: tokens rise across the failover, no
 // acknowledged write is lost, the fence holds), the answers must be
 // correct results or 503 unavailable with Retry-After: 1, and none later
-// than e2e.RecoverBy after the promotion (CheckUnavailable,
+// than validate.RecoverBy after the promotion (CheckUnavailable,
 // CheckRecovery), each server's /v1/health must answer all along with a
 // clock that never decreases (CheckHealthClock), and acquires blocked
 // across the failover must be answered.
@@ -60,29 +63,29 @@ var foBlockedAcquires = []foBlocked{
 
 var _ = register(scenario{
 	name: "failover-standby",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Standby: true, Servers: 2, Failpoints: failpoints})
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Standby: true, Servers: 2, Failpoints: failpoints})
 		ctx := context.Background()
-		hc := e2e.HTTPClient()
+		hc := traffic.HTTPClient()
 
 		// The holders, then the waiters, each with a recording client of
 		// its own (workers 1000 and up, apart from the workload's).
 		type blocked struct {
 			foBlocked
 			lock           string
-			holder, waiter *e2e.Client
-			hold, wait     e2e.Op
-			release        e2e.Op
+			holder, waiter *traffic.Client
+			hold, wait     history.Op
+			release        history.Op
 		}
 		var bs []*blocked
 		for i, b := range foBlockedAcquires {
 			x := &blocked{foBlocked: b, lock: "fo/blocked-" + b.name}
-			x.holder = e2e.NewClient(h, 1000+2*i, serverTarget(c, 1-b.server), hc)
-			x.waiter = e2e.NewClient(h, 1001+2*i, serverTarget(c, b.server), hc)
+			x.holder = traffic.NewClient(h, 1000+2*i, serverTarget(c, 1-b.server), hc)
+			x.waiter = traffic.NewClient(h, 1001+2*i, serverTarget(c, b.server), hc)
 			x.hold = x.holder.Acquire(ctx, "holder-"+b.name, x.lock, 60, lk.Exclusive, 0)
 			if x.hold.Output.Outcome != lk.Granted {
 				t.Fatalf("holder of %s: %v", x.lock, x.hold)
@@ -104,12 +107,12 @@ var _ = register(scenario{
 			}
 		}()
 
-		health := e2e.WatchHealth(c, 50*time.Millisecond)
-		w := e2e.Workload{Workers: 8, Locks: 3, Duration: foBefore + foAfter, Seed: seed}
+		health := validate.WatchHealth(c, 50*time.Millisecond)
+		w := traffic.Workload{Workers: 8, Locks: 3, Duration: foBefore + foAfter, Seed: seed}
 		loaded := make(chan struct{})
 		go func() {
 			defer close(loaded)
-			w.Run(ctx, h, func(worker int) e2e.Target { return c.Target(worker) })
+			w.Run(ctx, h, func(worker int) cluster.Target { return c.Target(worker) })
 		}()
 		// Somewhere else in a group commit each run.
 		start := time.Now()
@@ -170,7 +173,7 @@ var _ = register(scenario{
 		}
 		locks := []string{}
 		for i := range w.Locks {
-			locks = append(locks, e2e.LockName(i))
+			locks = append(locks, traffic.LockName(i))
 		}
 		for _, x := range bs {
 			locks = append(locks, x.lock)
@@ -182,7 +185,7 @@ var _ = register(scenario{
 		// though the server took it for failed and cancelled its lines;
 		// to be looked into (docs/robustness.md, Not done yet).
 		extra = append(extra, afterLoadNoAudit(c, h, w, locks, 0, 1)...)
-		r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
+		r := validate.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
 		if len(failpoints) == 0 {
 			requireFailover(t, h)
 		}
@@ -193,14 +196,14 @@ var _ = register(scenario{
 
 // requireFailover: the failover reached both servers (each answered 503
 // at least once), and there was load to judge on both sides of it.
-func requireFailover(t *testing.T, h *e2e.History) {
+func requireFailover(t *testing.T, h *history.History) {
 	t.Helper()
 	var crash, promote int64 = -1, -1
 	for _, f := range h.Faults() {
 		switch f.Kind {
-		case e2e.FaultPrimaryCrash:
+		case history.FaultPrimaryCrash:
 			crash = f.At
-		case e2e.FaultPromote:
+		case history.FaultPromote:
 			promote = f.At
 		}
 	}
@@ -212,7 +215,7 @@ func requireFailover(t *testing.T, h *e2e.History) {
 			unavailable[op.Server]++
 			last[op.Server] = max(last[op.Server], op.Return)
 		}
-		if op.Input.Kind == e2e.Acquire && op.Output.Outcome == lk.Granted {
+		if op.Input.Kind == history.Acquire && op.Output.Outcome == lk.Granted {
 			switch {
 			case op.Return < crash:
 				before++

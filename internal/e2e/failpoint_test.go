@@ -6,26 +6,26 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
 // caughtBy names, for each failpoint, the checks of which at least one
 // must report it: the checkers bite.
 var caughtBy = map[string][]string{
-	failpoint.AcceptStaleWrite: {e2e.CheckFencing, e2e.CheckLinearization, e2e.CheckStalledFenced},
-	failpoint.ReissueToken:     {e2e.CheckTokenCrash, e2e.CheckTokenUnique, e2e.CheckLinearization},
+	failpoint.AcceptStaleWrite: {validate.CheckFencing, validate.CheckLinearization, validate.CheckStalledFenced},
+	failpoint.ReissueToken:     {validate.CheckTokenCrash, validate.CheckTokenUnique, validate.CheckLinearization},
 	// Acknowledged, then lost with the uncommitted group in a kill -9.
-	failpoint.AnswerBeforeCommit: {e2e.CheckLostWrite, e2e.CheckTokenCrash, e2e.CheckLinearization},
-	failpoint.GrantEarly:         {e2e.CheckLapse},
-	failpoint.DropWakeup:         {e2e.CheckWake},
+	failpoint.AnswerBeforeCommit: {validate.CheckLostWrite, validate.CheckTokenCrash, validate.CheckLinearization},
+	failpoint.GrantEarly:         {validate.CheckLapse},
+	failpoint.DropWakeup:         {validate.CheckWake},
 	// Two servers' transactions no longer take turns: tokens issued twice,
 	// or, as each transaction with events also writes the service row's
 	// event counter at its end, deadlocks between that row and the locks'
 	// rows, which PostgreSQL breaks by failing one: a 503 with no fault.
-	failpoint.SkipServiceLock: {e2e.CheckTokenUnique, e2e.CheckExclusive, e2e.CheckLinearization, e2e.CheckRecovery},
+	failpoint.SkipServiceLock: {validate.CheckTokenUnique, validate.CheckExclusive, validate.CheckLinearization, validate.CheckRecovery},
 	// With the clock stepped back (clock-step-back).
-	failpoint.TimeBackwards: {e2e.CheckTimeOrder, e2e.CheckHealthClock, e2e.CheckTokenOrder},
+	failpoint.TimeBackwards: {validate.CheckTimeOrder, validate.CheckHealthClock, validate.CheckTokenOrder},
 }
 
 // TestFailpointsCaught runs each scenario once per failpoint it names,

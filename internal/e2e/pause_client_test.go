@@ -13,7 +13,10 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -44,13 +47,13 @@ type jobConfig struct {
 // are Unix nanoseconds, the wall clock being the one thing two processes
 // share.
 type jobLine struct {
-	Type      string  `json:"type"` // granted, write, lost, released, error
-	At        int64   `json:"at"`
-	Token     int64   `json:"token,omitempty"`
-	GrantedAt int64   `json:"granted_at,omitempty"`
-	ExpiresAt int64   `json:"expires_at,omitempty"`
-	Op        *e2e.Op `json:"op,omitempty"`
-	Err       string  `json:"err,omitempty"`
+	Type      string      `json:"type"` // granted, write, lost, released, error
+	At        int64       `json:"at"`
+	Token     int64       `json:"token,omitempty"`
+	GrantedAt int64       `json:"granted_at,omitempty"`
+	ExpiresAt int64       `json:"expires_at,omitempty"`
+	Op        *history.Op `json:"op,omitempty"`
+	Err       string      `json:"err,omitempty"`
 }
 
 // TestHelperJob is the stalled job of the pause-client scenario, not a test
@@ -90,8 +93,8 @@ func TestHelperJob(t *testing.T) {
 		emit(jobLine{Type: "lost", Err: lease.Err().Error()})
 		close(lost)
 	}()
-	jh := e2e.NewHistory()
-	rc := e2e.NewClient(jh, jobWorker, func() e2e.Endpoint { return e2e.Endpoint{URL: cfg.URL} }, nil)
+	jh := history.New()
+	rc := traffic.NewClient(jh, jobWorker, func() cluster.Endpoint { return cluster.Endpoint{URL: cfg.URL} }, nil)
 	rc.Timeout = 5 * time.Second
 	wall := jh.Start().UnixNano()
 	until := time.Now().Add(time.Minute)
@@ -134,18 +137,18 @@ func TestPauseClient(t *testing.T) {
 	runClean(t, "pause-client")
 }
 
-func pauseClient(t *testing.T, failpoints []string) e2e.Report {
+func pauseClient(t *testing.T, failpoints []string) validate.Result {
 	const (
 		lock, key = "exports/daily", "part-1"
 		ttl       = 3 // seconds: the job's lease
 	)
-	h := e2e.NewHistory()
-	c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
+	h := history.New()
+	c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
 	s := c.Servers[0]
 	cfg, _ := json.Marshal(jobConfig{URL: s.URL(), Lock: lock, Client: "etl-a", Key: key, TTL: ttl, After: 5})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperJob$")
 	cmd.Env = append(os.Environ(), jobEnv+"="+string(cfg))
-	job := e2e.StartJob(t, h, "etl-a", cmd)
+	job := cluster.StartJob(t, h, "etl-a", cmd)
 
 	// The job's lines, read on: the job's operations join the history
 	// (on its clock: wall-clock nanoseconds less the history's start).
@@ -204,7 +207,7 @@ func pauseClient(t *testing.T, failpoints []string) e2e.Report {
 	// lease lapses, then writes once under its token: etl-a's writes must
 	// be refused from then on.
 	ctx := context.Background()
-	rc := e2e.NewClient(h, 1, c.Target(0), e2e.HTTPClient())
+	rc := traffic.NewClient(h, 1, c.Target(0), traffic.HTTPClient())
 	succ, err := client.New(s.URL()).Acquire(ctx, lock, client.AcquireOptions{Client: "etl-b", TTL: 10 * time.Second, Wait: 4 * ttl * time.Second})
 	if err != nil {
 		t.Fatalf("etl-b's acquire while etl-a is stopped: %v", err)
@@ -226,8 +229,8 @@ func pauseClient(t *testing.T, failpoints []string) e2e.Report {
 	for i := 0; !rc.Read(ctx, "final", lock, key, true).Output.Known() && i < 100; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
-	r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
-	more := e2e.CheckStalled(h, e2e.Stalled{Lock: lock, Holder: "etl-a", Successor: "etl-b", Lost: lostErr})
+	r := validate.Verify(t, h, scenarioCheckTimeout(failpoints))
+	more := validate.CheckStalled(h, validate.Stalled{Lock: lock, Holder: "etl-a", Successor: "etl-b", Lost: lostErr})
 	for _, v := range more {
 		t.Logf("e2e: %v", v)
 	}

@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 )
 
 // The pause-server scenario: the server stopped (SIGSTOP) for twice the
@@ -35,7 +38,7 @@ const (
 
 var _ = register(scenario{
 	name: "pause-server",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		r, _ := pauseServer(t, failpoints)
 		return r
 	},
@@ -66,13 +69,13 @@ func TestPauseServer(t *testing.T) {
 		late := slices.Clone(recs)
 		late[i].Released, late[i].ReleasedWall = 0, 0
 		late[i].LostWall = time.Unix(recs[i].ExpiresAt, 0).Add(time.Second).UnixNano()
-		if vs := e2e.CheckLost(late); !slices.ContainsFunc(vs, func(v e2e.Violation) bool { return v.Check == e2e.CheckLostBeforeExpiry }) {
+		if vs := validate.CheckLost(late); !slices.ContainsFunc(vs, func(v validate.Violation) bool { return v.Check == validate.CheckLostBeforeExpiry }) {
 			t.Errorf("a Lost a second past expires_at was not reported: %v (got %v)", late[i], vs)
 		}
 		// A Lost seen only after the successor's acquire returned.
-		j := slices.IndexFunc(recs, func(s e2e.LeaseRecord) bool {
+		j := slices.IndexFunc(recs, func(s validate.LeaseRecord) bool {
 			return s.Lock == recs[i].Lock && s.Token > recs[i].Token &&
-				!slices.ContainsFunc(recs, func(m e2e.LeaseRecord) bool {
+				!slices.ContainsFunc(recs, func(m validate.LeaseRecord) bool {
 					return m.Lock == s.Lock && m.Token > recs[i].Token && m.Token < s.Token
 				})
 		})
@@ -82,7 +85,7 @@ func TestPauseServer(t *testing.T) {
 		after := slices.Clone(recs)
 		after[i].Released, after[i].ReleasedWall = 0, 0
 		after[i].Lost = recs[j].Return + int64(time.Millisecond)
-		if vs := e2e.CheckLost(after); !slices.ContainsFunc(vs, func(v e2e.Violation) bool { return v.Check == e2e.CheckLostBeforeSuccessor }) {
+		if vs := validate.CheckLost(after); !slices.ContainsFunc(vs, func(v validate.Violation) bool { return v.Check == validate.CheckLostBeforeSuccessor }) {
 			t.Errorf("a Lost after the successor's grant was answered was not reported: %v (got %v)", after[i], vs)
 		}
 	}
@@ -90,21 +93,21 @@ func TestPauseServer(t *testing.T) {
 
 // pauseServer runs the scenario and returns the report, with CheckLost's
 // violations, and the leases' records.
-func pauseServer(t *testing.T, failpoints []string) (e2e.Report, []e2e.LeaseRecord) {
+func pauseServer(t *testing.T, failpoints []string) (validate.Result, []validate.LeaseRecord) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	h := e2e.NewHistory()
-	c := e2e.Start(t, e2e.Options{History: h, Failpoints: failpoints})
+	h := history.New()
+	c := cluster.Start(t, cluster.Options{History: h, Failpoints: failpoints})
 	s := c.Servers[0]
-	w := e2e.Workload{Workers: 4, Locks: 2, Duration: pauseAt + pauseFor + pauseAfter, Seed: seed}
-	ll := e2e.NewLeaseLog(h)
-	hc := e2e.HTTPClient()
+	w := traffic.Workload{Workers: 4, Locks: 2, Duration: pauseAt + pauseFor + pauseAfter, Seed: seed}
+	ll := validate.NewLeaseLog(h)
+	hc := traffic.HTTPClient()
 	deadline := time.Now().Add(w.Duration)
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	wg.Go(func() { w.Run(ctx, h, func(worker int) e2e.Target { return c.Target(worker) }) })
+	wg.Go(func() { w.Run(ctx, h, func(worker int) cluster.Target { return c.Target(worker) }) })
 	for i := range leaseWorker {
-		rc := e2e.NewClient(h, 10+i, c.Target(0), hc)
+		rc := traffic.NewClient(h, 10+i, c.Target(0), hc)
 		lock := fmt.Sprintf("e2e/lease-%d", i%leaseLocks)
 		rng := rand.New(rand.NewPCG(seed, uint64(10+i)))
 		wg.Go(func() {
@@ -118,17 +121,17 @@ func pauseServer(t *testing.T, failpoints []string) (e2e.Report, []e2e.LeaseReco
 	s.Resume()
 	wg.Wait()
 	w.FinalReads(ctx, h, c.Target(0))
-	rc := e2e.NewClient(h, 20, c.Target(0), hc)
+	rc := traffic.NewClient(h, 20, c.Target(0), hc)
 	for l := range leaseLocks {
 		for i := 0; !rc.Read(ctx, "final", fmt.Sprintf("e2e/lease-%d", l), "k0", true).Output.Known() && i < 100; i++ {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
 
-	r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+	r := validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	recs := ll.Records()
 	saveLeases(t, recs)
-	vs := e2e.CheckLost(recs)
+	vs := validate.CheckLost(recs)
 	lost, slack := 0, time.Duration(1<<62)
 	for _, rec := range recs {
 		if rec.Lost > 0 && (rec.Released == 0 || rec.Lost < rec.Released) {
@@ -154,7 +157,7 @@ func pauseServer(t *testing.T, failpoints []string) (e2e.Report, []e2e.LeaseReco
 // to 3 s (longer than the 2 s a Lease may go without a renew, so that the
 // pause finds most holders at work) or until Lost is closed, then a
 // release.
-func leaseWorkerRun(ctx context.Context, ll *e2e.LeaseLog, cl *client.Client, rc *e2e.Client, worker int, lock string, rng *rand.Rand, deadline time.Time) {
+func leaseWorkerRun(ctx context.Context, ll *validate.LeaseLog, cl *client.Client, rc *traffic.Client, worker int, lock string, rng *rand.Rand, deadline time.Time) {
 	id := fmt.Sprintf("lw%d/%s", worker, lock)
 	n := 0
 	for time.Now().Before(deadline) {
@@ -204,7 +207,7 @@ func leaseWorkerRun(ctx context.Context, ll *e2e.LeaseLog, cl *client.Client, rc
 
 // saveLeases writes the leases' records to leases.jsonl in the test's
 // artifact directory, beside history.jsonl.
-func saveLeases(t *testing.T, recs []e2e.LeaseRecord) {
+func saveLeases(t *testing.T, recs []validate.LeaseRecord) {
 	f, err := os.Create(filepath.Join(t.ArtifactDir(), "leases.jsonl"))
 	if err != nil {
 		t.Errorf("e2e: saving the leases: %v", err)

@@ -8,7 +8,11 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/model"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -29,45 +33,45 @@ const pgLocks = 10
 func pgLockNames() []string {
 	var out []string
 	for i := range pgLocks {
-		out = append(out, e2e.LockName(i))
+		out = append(out, traffic.LockName(i))
 	}
 	return out
 }
 
 // serverTarget sends every operation to server i of c.
-func serverTarget(c *e2e.Cluster, i int) e2e.Target {
-	return func() e2e.Endpoint { return c.Servers[i].Endpoint() }
+func serverTarget(c *cluster.Cluster, i int) cluster.Target {
+	return func() cluster.Endpoint { return c.Servers[i].Endpoint() }
 }
 
 // withLapses is the lapse workload that runs beside w in the two-server
 // scenarios, as the old test let a grant in twenty-five lapse: ten workers
-// on two locks of their own (LapseLockName), whose abandoned leases either
+// on two locks of their own (e2e/lapse-N), whose abandoned leases either
 // server's lapse timer must retire and hand over (CheckLapse). Porcupine
 // leaves those locks out.
-func withLapses(w e2e.Workload) e2e.Workload {
-	return e2e.Workload{Workers: 10, Locks: 2, Lapse: 1.0 / 25, Duration: w.Duration, Seed: w.Seed + 1}
+func withLapses(w traffic.Workload) traffic.Workload {
+	return traffic.Workload{Workers: 10, Locks: 2, Lapse: 1.0 / 25, Duration: w.Duration, Seed: w.Seed + 1}
 }
 
 // runBoth runs w and its lapse workload at once on c, each worker's
 // operations spread over the servers by target(c, worker).
-func runBoth(c *e2e.Cluster, h *e2e.History, w e2e.Workload, target func(*e2e.Cluster, int) e2e.Target) {
+func runBoth(c *cluster.Cluster, h *history.History, w traffic.Workload, target func(*cluster.Cluster, int) cluster.Target) {
 	l := withLapses(w)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.Run(context.Background(), h, func(worker int) e2e.Target { return target(c, worker+1) })
+		l.Run(context.Background(), h, func(worker int) cluster.Target { return target(c, worker+1) })
 	}()
-	w.Run(context.Background(), h, func(worker int) e2e.Target { return target(c, worker) })
+	w.Run(context.Background(), h, func(worker int) cluster.Target { return target(c, worker) })
 	<-done
 }
 
 // liveTarget is Cluster.Target but for the servers that are gone: as the
 // old test's clients did, once a server is dead the workers go to the
 // others (in flight at the kill, an operation is unknown all the same).
-func liveTarget(c *e2e.Cluster, first int) e2e.Target {
+func liveTarget(c *cluster.Cluster, first int) cluster.Target {
 	var mu sync.Mutex
 	next := first
-	return func() e2e.Endpoint {
+	return func() cluster.Endpoint {
 		mu.Lock()
 		defer mu.Unlock()
 		for range len(c.Servers) {
@@ -82,10 +86,10 @@ func liveTarget(c *e2e.Cluster, first int) e2e.Target {
 }
 
 // lapsed counts the grants on the lapse workload's locks.
-func lapseGrants(h *e2e.History) int {
+func lapseGrants(h *history.History) int {
 	n := 0
 	for _, op := range h.Ops() {
-		if e2e.IsLapseLock(op.Input.Lock) && op.Input.Kind == e2e.Acquire && op.Output.Outcome == lk.Granted {
+		if model.IsLapseLock(op.Input.Lock) && op.Input.Kind == history.Acquire && op.Output.Outcome == lk.Granted {
 			n++
 		}
 	}
@@ -96,25 +100,25 @@ func lapseGrants(h *e2e.History) int {
 // each lock's state through them (CheckAfter), recording into h, and
 // checks the servers' audit logs: what every multi-server scenario does
 // once its load is over. It returns the extra violations.
-func afterLoad(c *e2e.Cluster, h *e2e.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoad(c *cluster.Cluster, h *history.History, w traffic.Workload, locks []string, up ...int) []validate.Violation {
 	vs := afterLoadNoAudit(c, h, w, locks, up...)
 	var logs [][]string
 	for _, s := range c.Servers {
 		logs = append(logs, s.Logs())
 	}
-	return append(vs, e2e.CheckAudit(h, logs...)...)
+	return append(vs, validate.CheckAudit(h, logs...)...)
 }
 
 // afterLoadNoAudit is afterLoad without the audit logs' check.
-func afterLoadNoAudit(c *e2e.Cluster, h *e2e.History, w e2e.Workload, locks []string, up ...int) []e2e.Violation {
+func afterLoadNoAudit(c *cluster.Cluster, h *history.History, w traffic.Workload, locks []string, up ...int) []validate.Violation {
 	ctx := context.Background()
 	for _, s := range up {
 		w.FinalReads(ctx, h, serverTarget(c, s))
 		withLapses(w).FinalReads(ctx, h, serverTarget(c, s))
 	}
-	var vs []e2e.Violation
+	var vs []validate.Violation
 	for _, s := range up {
-		vs = append(vs, e2e.CheckAfter(ctx, h, serverTarget(c, s), locks)...)
+		vs = append(vs, validate.CheckAfter(ctx, h, serverTarget(c, s), locks)...)
 	}
 	return vs
 }
@@ -123,17 +127,17 @@ func afterLoadNoAudit(c *e2e.Cluster, h *e2e.History, w e2e.Workload, locks []st
 // lock was last released, before the grant was answered, through the
 // other server: the hand-overs that only LISTEN/NOTIFY (or a recheck) can
 // have told the waiting server about.
-func crossWakeups(h *e2e.History) int {
+func crossWakeups(h *history.History) int {
 	ops := h.Ops()
 	n := 0
 	for _, g := range ops {
-		if g.Input.Kind != e2e.Acquire || g.Input.Wait == 0 || !g.Output.Known() || g.Output.Outcome != lk.Granted ||
+		if g.Input.Kind != history.Acquire || g.Input.Wait == 0 || !g.Output.Known() || g.Output.Outcome != lk.Granted ||
 			g.Return-g.Call < int64(50*time.Millisecond) {
 			continue
 		}
-		var last *e2e.Op
+		var last *history.Op
 		for i, r := range ops {
-			if r.Input.Kind == e2e.Release && r.Input.Lock == g.Input.Lock && r.Output.Outcome == lk.Released &&
+			if r.Input.Kind == history.Release && r.Input.Lock == g.Input.Lock && r.Output.Outcome == lk.Released &&
 				r.Call > g.Call && r.Return < g.Return && (last == nil || r.Return > last.Return) {
 				last = &ops[i]
 			}
@@ -147,18 +151,18 @@ func crossWakeups(h *e2e.History) int {
 
 var _ = register(scenario{
 	name: "two-servers-postgres",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
-		w := e2e.Workload{Workers: 50, Locks: pgLocks, Duration: 16 * time.Second, Seed: seed}
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
+		w := traffic.Workload{Workers: 50, Locks: pgLocks, Duration: 16 * time.Second, Seed: seed}
 		if len(failpoints) > 0 {
 			w.Duration = 6 * time.Second
 		}
-		runBoth(c, h, w, (*e2e.Cluster).Target)
+		runBoth(c, h, w, (*cluster.Cluster).Target)
 		extra := afterLoad(c, h, w, pgLockNames(), 0, 1)
-		r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
+		r := validate.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
 		if len(failpoints) == 0 {
 			requireBothServersWorked(t, h, 2)
 			t.Logf("%d grants on the lapse workload's locks", lapseGrants(h))
@@ -174,11 +178,11 @@ var _ = register(scenario{
 })
 
 // requireBothServersWorked: each of the first n servers granted something.
-func requireBothServersWorked(t *testing.T, h *e2e.History, n int) {
+func requireBothServersWorked(t *testing.T, h *history.History, n int) {
 	t.Helper()
 	grants := make([]int, n)
 	for _, op := range h.Ops() {
-		if op.Input.Kind == e2e.Acquire && op.Output.Known() && op.Output.Outcome == lk.Granted && op.Server < n {
+		if op.Input.Kind == history.Acquire && op.Output.Known() && op.Output.Outcome == lk.Granted && op.Server < n {
 			grants[op.Server]++
 		}
 	}
@@ -201,15 +205,15 @@ func TestTwoServersPostgres(t *testing.T) {
 
 var _ = register(scenario{
 	name: "kill-each-postgres",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
-		w := e2e.Workload{Duration: 8 * time.Second, Seed: seed}
-		e2e.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
+		w := traffic.Workload{Duration: 8 * time.Second, Seed: seed}
+		traffic.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 	catches: []string{failpoint.ReissueToken},
 })
@@ -223,13 +227,13 @@ func TestKillEachPostgres(t *testing.T) {
 
 var _ = register(scenario{
 	name: "server-dies-postgres",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 0))
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
-		w := e2e.Workload{Workers: 20, Locks: pgLocks, Duration: 10 * time.Second, Seed: seed}
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
+		w := traffic.Workload{Workers: 20, Locks: pgLocks, Duration: 10 * time.Second, Seed: seed}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -242,7 +246,7 @@ var _ = register(scenario{
 		t.Logf("killed server 1 at %.3fs, for good", float64(killedAt)/1e9)
 		<-done
 		extra := afterLoad(c, h, w, pgLockNames(), 0)
-		r := e2e.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
+		r := validate.Verify(t, h, scenarioCheckTimeout(failpoints), extra...)
 		if len(failpoints) == 0 {
 			requireBothServersWorked(t, h, 2)
 			missed := 0

@@ -4,30 +4,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
 var _ = register(scenario{
 	name: "proxy-cut-delay",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, ProxyPostgres: true, Failpoints: failpoints})
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, ProxyPostgres: true, Failpoints: failpoints})
 		// The moments of the faults, in units of a run of 14 s; a
 		// failpoint's run is half as long.
 		unit := time.Second
 		if len(failpoints) > 0 {
 			unit /= 2
 		}
-		w := e2e.Workload{Duration: 14 * unit, Seed: seed}
+		w := traffic.Workload{Duration: 14 * unit, Seed: seed}
 		s := c.Servers[1]
 		p := s.Proxy()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e2e.Scenario{Workload: w}.Run(t, c, h)
+			traffic.Scenario{Workload: w}.Run(t, c, h)
 		}()
 		start := time.Now()
 		sleepUntil(start, 3*unit)
@@ -71,7 +74,7 @@ var _ = register(scenario{
 		if after.changed == 0 {
 			t.Errorf("server 1 acknowledged no change once ready again: %v", after)
 		}
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 	catches: []string{failpoint.AcceptStaleWrite},
 })

@@ -3,7 +3,7 @@ package e2e_test
 import (
 	"testing"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 )
 
 // scenario is one robustness scenario: a workload on a cluster with its
@@ -15,7 +15,7 @@ type scenario struct {
 	name string
 	// run runs the scenario with the failpoints enabled in every server
 	// and returns the checks' report, without failing t on violations.
-	run func(t *testing.T, failpoints []string) e2e.Report
+	run func(t *testing.T, failpoints []string) validate.Result
 	// catches are the failpoints this scenario must catch.
 	catches []string
 }
@@ -32,7 +32,7 @@ func register(sc scenario) bool {
 
 // runClean runs the scenario named name without failpoints and requires a
 // clean report: the body of each scenario's Test function.
-func runClean(t *testing.T, name string) e2e.Report {
+func runClean(t *testing.T, name string) validate.Result {
 	t.Helper()
 	for _, sc := range scenarios {
 		if sc.name == name {
@@ -42,5 +42,5 @@ func runClean(t *testing.T, name string) e2e.Report {
 		}
 	}
 	t.Fatalf("no scenario %q registered", name)
-	return e2e.Report{}
+	return validate.Result{}
 }

@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
 
@@ -18,14 +21,14 @@ import (
 // database refuses: a 500, not a double grant.)
 var _ = register(scenario{
 	name: "service-lock-postgres",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
-		w := e2e.Workload{Workers: 16, Locks: 16, Duration: 6 * time.Second, Seed: seed}
-		e2e.Scenario{Workload: w}.Run(t, c, h)
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, Failpoints: failpoints})
+		w := traffic.Workload{Workers: 16, Locks: 16, Duration: 6 * time.Second, Seed: seed}
+		traffic.Scenario{Workload: w}.Run(t, c, h)
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 	catches: []string{failpoint.SkipServiceLock},
 })

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 )
 
 // slowPeerBound is how long server 0 may take to answer an operation
@@ -22,17 +25,17 @@ const slowPeerBound = 6 * time.Second
 
 var _ = register(scenario{
 	name: "slow-peer",
-	run: func(t *testing.T, failpoints []string) e2e.Report {
+	run: func(t *testing.T, failpoints []string) validate.Result {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		h := e2e.NewHistory()
-		c := e2e.Start(t, e2e.Options{History: h, Postgres: true, Servers: 2, ProxyPostgres: true, Failpoints: failpoints})
-		w := e2e.Workload{Duration: 20 * time.Second, Seed: seed}
+		h := history.New()
+		c := cluster.Start(t, cluster.Options{History: h, Postgres: true, Servers: 2, ProxyPostgres: true, Failpoints: failpoints})
+		w := traffic.Workload{Duration: 20 * time.Second, Seed: seed}
 		p := c.Servers[1].Proxy()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e2e.Scenario{Workload: w}.Run(t, c, h)
+			traffic.Scenario{Workload: w}.Run(t, c, h)
 		}()
 		// The workload's workers soon all wait on server 1, or on locks
 		// its clients hold; probes of locks of their own keep asking
@@ -44,7 +47,7 @@ var _ = register(scenario{
 		var probes sync.WaitGroup
 		for i := range 24 {
 			ep := c.Servers[min(i/3, 1)].Endpoint() // 3 on server 0
-			cl := e2e.NewClient(h, 100+i, func() e2e.Endpoint { return ep }, e2e.HTTPClient())
+			cl := traffic.NewClient(h, 100+i, func() cluster.Endpoint { return ep }, traffic.HTTPClient())
 			id, lock := fmt.Sprintf("probe%d", i), fmt.Sprintf("probe%d", i)
 			probes.Go(func() {
 				for {
@@ -106,7 +109,7 @@ var _ = register(scenario{
 		if late.counts["503"] > 0 || late.slowest > 2*time.Second {
 			t.Errorf("server 0 still stalled 3 s after its peer's delay ended: %v", late)
 		}
-		return e2e.Verify(t, h, scenarioCheckTimeout(failpoints))
+		return validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
 })
 

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/e2e"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/cluster"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/history"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/traffic"
+	"github.com/leasekeeper/leasekeeper/internal/e2e/validate"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
 
@@ -38,12 +41,12 @@ type soakFault struct {
 	postgres bool
 	// sqlite: only on the bed whose server runs on a SQLite file.
 	sqlite bool
-	run    func(c *e2e.Cluster, rng *rand.Rand)
+	run    func(c *cluster.Cluster, rng *rand.Rand)
 }
 
 // soakFaults are the faults of the soak; add one here to have it struck.
 var soakFaults = []soakFault{
-	{name: "kill", run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "kill", run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// kill -9, down for up to a second (operations meanwhile are
 		// refused), started again on the same database.
 		s := c.Servers[rng.IntN(len(c.Servers))]
@@ -51,7 +54,7 @@ var soakFaults = []soakFault{
 		time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
 		s.Start()
 	}},
-	{name: "pause", run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "pause", run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// SIGSTOP then SIGCONT: mostly short; one in five past the
 		// clients' 10 s timeout, so that what was sent meanwhile is of
 		// unknown outcome and may still happen after the resume. Never
@@ -67,13 +70,13 @@ var soakFaults = []soakFault{
 		time.Sleep(d)
 		s.Resume()
 	}},
-	{name: "restart", run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "restart", run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// A graceful restart: SIGTERM, drain, start.
 		s := c.Servers[rng.IntN(len(c.Servers))]
 		s.Stop()
 		s.Start()
 	}},
-	{name: "cut-db", postgres: true, run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "cut-db", postgres: true, run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// A server's connections to PostgreSQL broken, and refused for
 		// up to 3 s (Options.ProxyPostgres).
 		p := c.Servers[rng.IntN(len(c.Servers))].Proxy()
@@ -81,7 +84,7 @@ var soakFaults = []soakFault{
 		time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(3*time.Second))))
 		p.Restore()
 	}},
-	{name: "delay-db", postgres: true, run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "delay-db", postgres: true, run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// Every byte between a server and PostgreSQL held 20 to 300 ms,
 		// for 1 to 4 s.
 		p := c.Servers[rng.IntN(len(c.Servers))].Proxy()
@@ -89,7 +92,7 @@ var soakFaults = []soakFault{
 		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(3*time.Second))))
 		p.Delay(0)
 	}},
-	{name: "disk-full", sqlite: true, run: func(c *e2e.Cluster, rng *rand.Rand) {
+	{name: "disk-full", sqlite: true, run: func(c *cluster.Cluster, rng *rand.Rand) {
 		// The files may not grow past the database's size for 1 to 4 s
 		// (RLIMIT_FSIZE, as in TestDiskFull): commits fail, answered 503.
 		s := c.Servers[0]
@@ -103,7 +106,7 @@ var soakFaults = []soakFault{
 type soakBed struct {
 	name     string
 	postgres bool
-	opts     e2e.Options
+	opts     cluster.Options
 }
 
 // TestSoak runs the workload for LEASEKEEPER_SOAK (a duration: 60s, 30m)
@@ -135,7 +138,7 @@ func TestSoak(t *testing.T) {
 	beds := []soakBed{{name: "sqlite"}}
 	if pg := os.Getenv(pgtest.EnvVar); pg != "" && pg != "skip" {
 		beds = append(beds, soakBed{name: "postgres", postgres: true,
-			opts: e2e.Options{Postgres: true, Servers: 2, ProxyPostgres: true}})
+			opts: cluster.Options{Postgres: true, Servers: 2, ProxyPostgres: true}})
 	}
 	start := time.Now()
 	results := make([]*soakResult, len(beds))
@@ -181,14 +184,14 @@ type roundResult struct {
 // soak runs rounds on bed for d, with faults, into res.
 func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResult) {
 	rng := rand.New(rand.NewPCG(seed, 0))
-	h := e2e.NewHistory()
+	h := history.New()
 	opts := bed.opts
 	opts.History = h
 	opts.Dir = filepath.Join(t.ArtifactDir(), bed.name)
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := e2e.Start(t, opts)
+	c := cluster.Start(t, opts)
 	var faults []soakFault
 	for _, f := range soakFaults {
 		if (!f.postgres || bed.postgres) && (!f.sqlite || !bed.postgres) {
@@ -232,10 +235,10 @@ func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResu
 			break
 		}
 		if n > 1 {
-			h = e2e.NewHistory()
+			h = history.New()
 			faultMu.Lock()
 			c.SetHistory(h)
-			settled := lastFaultEnd.Add(e2e.RecoverBy)
+			settled := lastFaultEnd.Add(validate.RecoverBy)
 			faultMu.Unlock()
 			// A fault undone just before the switch still slows the
 			// round's first seconds (a server resumed or restarted
@@ -246,7 +249,7 @@ func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResu
 			// those have passed; a fault meanwhile is the new round's.
 			time.Sleep(time.Until(settled))
 		}
-		w := e2e.Workload{Duration: min(soakRound, left), Seed: rng.Uint64(), Prefix: fmt.Sprintf("soak-%d/", n)}
+		w := traffic.Workload{Duration: min(soakRound, left), Seed: rng.Uint64(), Prefix: fmt.Sprintf("soak-%d/", n)}
 		if bed.postgres {
 			// Two servers and faults that answer 503 leave many
 			// operations of unknown outcome at once; spread over 4
@@ -258,7 +261,7 @@ func soak(t *testing.T, bed soakBed, seed uint64, d time.Duration, res *soakResu
 			w.Locks = pgLocks
 		}
 		began := time.Now()
-		w.Run(context.Background(), h, func(worker int) e2e.Target { return c.Target(worker) })
+		w.Run(context.Background(), h, func(worker int) cluster.Target { return c.Target(worker) })
 		took := time.Since(began)
 		w.FinalReads(context.Background(), h, c.Target(0))
 		round := h // h is the next round's by the time the check runs
@@ -276,25 +279,25 @@ const soakCheckTimeout = 3 * time.Minute
 
 // add checks round n's history and adds its verdict to res. Only a round
 // with a violation keeps its history, in <bed>/round-<n>.
-func (res *soakResult) add(t *testing.T, bed string, n int, took time.Duration, h *e2e.History) {
+func (res *soakResult) add(t *testing.T, bed string, n int, took time.Duration, h *history.History) {
 	dir := filepath.Join(t.ArtifactDir(), bed, fmt.Sprintf("round-%d", n))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Error(err)
 		return
 	}
-	r := e2e.Verify(roundTB{t, dir}, h, soakCheckTimeout)
+	r := validate.Verify(roundTB{t, dir}, h, soakCheckTimeout)
 	rr := roundResult{Round: n, Seconds: took.Seconds(), Ops: r.Ops, Unknown: r.Unknown, Faults: r.Faults,
 		Linearizable: string(r.Linearizable), CheckSeconds: r.CheckTime.Seconds()}
 	if r.Outcomes["acquire granted"] == 0 {
 		// A round that did nothing would pass every check.
-		r.Violations = append(r.Violations, e2e.Violation{Check: "soak", Message: "no acquire granted in the round"})
+		r.Violations = append(r.Violations, validate.Violation{Check: "soak", Message: "no acquire granted in the round"})
 	}
 	for _, v := range r.Violations {
 		rr.Violations = append(rr.Violations, v.String())
 		t.Errorf("%s, round %d: %v", bed, n, v)
 	}
 	for _, op := range h.Ops() {
-		if !op.Output.Known() || (op.Input.Kind == e2e.Acquire && op.Input.Wait > 0) {
+		if !op.Output.Known() || (op.Input.Kind == history.Acquire && op.Input.Wait > 0) {
 			continue
 		}
 		if s := time.Duration(op.Return - op.Call).Seconds(); s > rr.SlowestSeconds {
