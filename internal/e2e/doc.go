@@ -16,7 +16,4 @@
 //   - validate: the checks, porcupine's among them (Verify);
 //   - report: what a run writes out (the history, porcupine's picture,
 //     the end of a server's log).
-//
-// They are test support for this repository's own tests: not for import
-// by other modules, and their API is not stable.
 package e2e

@@ -8,7 +8,5 @@
 // the cluster is given (package history).
 //
 // A Cluster is started by a test (Start, which fails the test on error) or
-// by a command (StartCluster, which returns the error: cmd/lkload). It is
-// test support for this repository: not for import by other modules, and
-// its API is not stable.
+// by a command (StartCluster, which returns the error: cmd/lkload).
 package cluster
