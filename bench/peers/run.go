@@ -77,10 +77,12 @@ func turn(n, r int) []int {
 
 // env is what one run has started and shares between its cells.
 type env struct {
-	cfg  config
-	tmp  string
-	etcd string // the binary
-	pg   *pgServer
+	cfg   config
+	tmp   string
+	lk    string // the leasekeeper binary
+	etcd  string // the etcd binary
+	pg    *pgServer
+	about []string // the header's lines on what was measured
 }
 
 // run measures every row on every system, round after round, then prints
@@ -88,73 +90,11 @@ type env struct {
 func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	log := os.Stderr
 	loadStart := loadAverage()
-	e := &env{cfg: cfg}
-	if e.tmp, err = os.MkdirTemp(cfg.dir, "peers-"); err != nil {
+	e, err := setUp(ctx, cfg, log)
+	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(e.tmp)
-
-	wantLK := slices.Contains(cfg.systems, sysSQLite) || slices.Contains(cfg.systems, sysPostgres)
-	throwawayPG := slices.Contains(cfg.systems, sysPostgres) && cfg.postgres == ""
-	if (wantLK && cfg.leasekeeper == "") || throwawayPG {
-		if cfg.repo == "" {
-			if cfg.repo, err = findRepo("."); err != nil {
-				return err
-			}
-		}
-	}
-	var about []string // the header's lines on what was measured
-	lk := cfg.leasekeeper
-	if wantLK {
-		if lk == "" {
-			if lk, err = buildLeasekeeper(ctx, cfg.repo, e.tmp, log); err != nil {
-				return err
-			}
-			about = append(about, fmt.Sprintf("leasekeeper: built from %s (%s)", describeCommit(cfg.repo), binaryVersion(lk)))
-		} else {
-			about = append(about, fmt.Sprintf("leasekeeper: %s (%s)", lk, binaryVersion(lk)))
-		}
-		if cfg.old != "" {
-			about = append(about, fmt.Sprintf("old leasekeeper: %s (%s)", cfg.old, binaryVersion(cfg.old)))
-		}
-		about = append(about, fmt.Sprintf("leasekeeper clients: one keep-alive HTTP/1.1 connection each; an acquire with \"wait\": %d and \"ttl\": %d, then a release",
-			int(cfg.wait/time.Second), cfg.ttl))
-	}
-	if slices.Contains(cfg.systems, sysSQLite) {
-		about = append(about, "SQLite: one `leasekeeper serve` on a new file for each row (WAL, synchronous=FULL: serve's default)")
-	}
-	if slices.Contains(cfg.systems, sysEtcd) {
-		if e.etcd, err = ensureEtcd(ctx, cfg.etcd, log); err != nil {
-			return err
-		}
-		about = append(about, fmt.Sprintf("etcd: %s, one member started for each row on a new data folder, its default settings (the WAL synced before each answer); "+
-			"clients: %s concurrency.Mutex, one connection and one session each, Lock then Unlock",
-			etcdVersion(e.etcd), moduleVersion("go.etcd.io/etcd/client/v3")))
-	}
-	if slices.Contains(cfg.systems, sysPostgres) {
-		if cfg.postgres != "" {
-			e.pg = &pgServer{url: cfg.postgres, stop: func() error { return nil }}
-		} else {
-			if e.pg, err = startPostgres(ctx, cfg.repo, cfg.dir, log); err != nil {
-				return err
-			}
-		}
-		defer func() {
-			if serr := e.pg.stop(); serr != nil {
-				err = errors.Join(err, serr)
-			}
-		}()
-		d, err := e.pg.describe(ctx)
-		if err != nil {
-			return err
-		}
-		where := "a throwaway cluster of .ci/postgres with LEASEKEEPER_PG_DURABLE=1"
-		if cfg.postgres != "" {
-			where = "the server given by --postgres"
-		}
-		about = append(about, fmt.Sprintf("PostgreSQL: %s (%s); %d `leasekeeper serve` sharing a new schema for each row, client n on server n mod %d",
-			d, where, cfg.servers, cfg.servers))
-	}
+	defer func() { err = errors.Join(err, e.tearDown()) }()
 
 	var loads []load
 	for _, n := range cfg.clients {
@@ -163,7 +103,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	for _, n := range cfg.hot {
 		loads = append(loads, load{clients: n, hot: true})
 	}
-	vs := variants(cfg, lk, cfg.old)
+	vs := variants(cfg, e.lk, cfg.old)
 	results := make([][][]*cellResult, len(vs)) // [variant][load][round]
 	for v := range results {
 		results[v] = make([][]*cellResult, len(loads))
@@ -174,6 +114,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		for li, l := range loads {
 			for _, vi := range turn(len(vs), r) {
 				v := vs[vi]
+				// The same seed for every system: the same random draws.
 				res, err := e.cell(ctx, v, l, uint64(r)<<32|uint64(li))
 				if err != nil {
 					return fmt.Errorf("round %d, %s, %s: %w", r+1, l, v.label, err)
@@ -190,10 +131,90 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 			}
 		}
 	}
-	rep := &report{cfg: cfg, loads: loads, variants: vs, results: results, about: about,
+	rep := &report{cfg: cfg, loads: loads, variants: vs, results: results, about: e.about,
 		loadStart: loadStart, loadEnd: loadAverage()}
 	rep.write(out)
 	return rep.verdict()
+}
+
+// setUp gets what every cell needs: the temporary folder, the binaries
+// (building leasekeeper, installing etcd), the PostgreSQL server. On
+// failure it stops what it started.
+func setUp(ctx context.Context, cfg config, log io.Writer) (_ *env, err error) {
+	e := &env{cfg: cfg}
+	if e.tmp, err = os.MkdirTemp(cfg.dir, "peers-"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.tearDown())
+		}
+	}()
+	wantLK := slices.Contains(cfg.systems, sysSQLite) || slices.Contains(cfg.systems, sysPostgres)
+	throwawayPG := slices.Contains(cfg.systems, sysPostgres) && cfg.postgres == ""
+	if ((wantLK && cfg.leasekeeper == "") || throwawayPG) && cfg.repo == "" {
+		if e.cfg.repo, err = findRepo("."); err != nil {
+			return nil, err
+		}
+	}
+	if wantLK {
+		if e.lk = cfg.leasekeeper; e.lk == "" {
+			if e.lk, err = buildLeasekeeper(ctx, e.cfg.repo, e.tmp, log); err != nil {
+				return nil, err
+			}
+			e.note("leasekeeper: built from %s (%s)", describeCommit(e.cfg.repo), binaryVersion(e.lk))
+		} else {
+			e.note("leasekeeper: %s (%s)", e.lk, binaryVersion(e.lk))
+		}
+		if cfg.old != "" {
+			e.note("old leasekeeper: %s (%s)", cfg.old, binaryVersion(cfg.old))
+		}
+		e.note("leasekeeper clients: one keep-alive HTTP/1.1 connection each; an acquire with \"wait\": %d and \"ttl\": %d, then a release",
+			int(cfg.wait/time.Second), cfg.ttl)
+	}
+	if slices.Contains(cfg.systems, sysSQLite) {
+		e.note("SQLite: one `leasekeeper serve` on a new file for each row (WAL, synchronous=FULL: serve's default)")
+	}
+	if slices.Contains(cfg.systems, sysEtcd) {
+		if e.etcd, err = ensureEtcd(ctx, cfg.etcd, log); err != nil {
+			return nil, err
+		}
+		e.note("etcd: %s, one member started for each row on a new data folder, its default settings (the WAL synced before each answer); "+
+			"clients: %s concurrency.Mutex, one connection and one session each, Lock then Unlock",
+			etcdVersion(e.etcd), moduleVersion("go.etcd.io/etcd/client/v3"))
+	}
+	if slices.Contains(cfg.systems, sysPostgres) {
+		where := "the server given by --postgres"
+		if cfg.postgres != "" {
+			e.pg = &pgServer{url: cfg.postgres, stop: func() error { return nil }}
+		} else {
+			where = "a throwaway cluster of .ci/postgres with LEASEKEEPER_PG_DURABLE=1"
+			if e.pg, err = startPostgres(ctx, e.cfg.repo, cfg.dir, log); err != nil {
+				return nil, err
+			}
+		}
+		d, derr := e.pg.describe(ctx)
+		if derr != nil {
+			return nil, derr
+		}
+		e.note("PostgreSQL: %s (%s); %d `leasekeeper serve` sharing a new schema for each row, client n on server n mod %d",
+			d, where, cfg.servers, cfg.servers)
+	}
+	return e, nil
+}
+
+func (e *env) note(format string, args ...any) {
+	e.about = append(e.about, fmt.Sprintf(format, args...))
+}
+
+// tearDown stops the PostgreSQL server if this run started it, and removes
+// the temporary folder.
+func (e *env) tearDown() error {
+	var err error
+	if e.pg != nil {
+		err = e.pg.stop()
+	}
+	return errors.Join(err, os.RemoveAll(e.tmp))
 }
 
 // cell starts v on an empty store, drives it with l, stops it and removes
