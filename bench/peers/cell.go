@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// namesPerClient is what "light contention" means here: a row of n clients
+// has namesPerClient × n names, and each pair takes one of them at random,
+// so that two clients now and then want the same name but mostly do not.
+const namesPerClient = 4
+
+// load is one row of the table: how many clients, and which names they take.
+type load struct {
+	clients int
+	hot     bool // every client takes the one name
+}
+
+func (l load) names() []string {
+	if l.hot {
+		return []string{"hot"}
+	}
+	names := make([]string, namesPerClient*l.clients)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i)
+	}
+	return names
+}
+
+// String is the row's column heading.
+func (l load) String() string {
+	switch {
+	case l.hot:
+		return fmt.Sprintf("hot lock, %d", l.clients)
+	case l.clients == 1:
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", l.clients)
+}
+
+// pairSpec is what every client of every system does in a pair.
+type pairSpec struct {
+	wait time.Duration // the longest a blocking acquire may take
+	hold time.Duration // between the grant and the release; 0 in the table's measurement
+	ttl  int           // leasekeeper's lease, in seconds (etcd's session keeps its default)
+}
+
+// pairTimes is what a client saw of one pair: the acquire sent, its grant
+// read, the release about to be sent, the release's answer read.
+type pairTimes struct {
+	start, acquired, releasing, end time.Time
+	token                           int64 // the grant's fencing token (etcd: the key's create revision)
+}
+
+// worker is one client of a system, with its own connection and identity.
+// pair blocks until it holds name, then gives it back. A pair that failed
+// after the grant still has acquired and releasing set: the hold is
+// checked like any other.
+type worker interface {
+	pair(ctx context.Context, name string) (pairTimes, error)
+	close()
+}
+
+// instance is a system started for one cell, on an empty store.
+type instance interface {
+	worker(i int) (worker, error)
+	stop() error
+}
+
+// cellResult is one system's measurement of one row in one round.
+type cellResult struct {
+	pairs      int // completed in the measured part
+	elapsed    time.Duration
+	lat        []time.Duration // one per completed pair, sorted
+	errors     int
+	samples    []string // the first few errors
+	holds      int      // checked, warm-up included
+	violations []string
+	load1      float64 // the machine's load average when the cell started
+}
+
+func (r *cellResult) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.pairs) / r.elapsed.Seconds()
+}
+
+// percentile is the nearest-rank percentile of the pairs' latencies, or -1
+// without any.
+func (r *cellResult) percentile(p float64) time.Duration {
+	return nearestRank(r.lat, p)
+}
+
+func nearestRank(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return -1
+	}
+	i := int(float64(len(sorted))*p/100+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// runCell drives inst with l's clients: an unmeasured warm-up, then the
+// measured run, on the same connections. Each client loops pairs on a name
+// drawn at random from the row's names until the time is up; a pair started
+// before then runs to its end, and is counted, as is the time it takes.
+// Every hold of the cell goes to the safety check.
+func runCell(ctx context.Context, inst instance, l load, warmup, duration time.Duration, seed uint64) (*cellResult, error) {
+	res := &cellResult{load1: loadAverage()[0]}
+	workers := make([]worker, 0, l.clients)
+	defer func() {
+		for _, w := range workers {
+			w.close()
+		}
+	}()
+	for i := range l.clients {
+		w, err := inst.worker(i)
+		if err != nil {
+			return nil, fmt.Errorf("client %d: %w", i, err)
+		}
+		workers = append(workers, w)
+	}
+	names := l.names()
+	rngs := make([]*rand.Rand, len(workers))
+	for i := range rngs {
+		rngs[i] = rand.New(rand.NewPCG(seed, uint64(i)))
+	}
+	var holds []hold
+	var mu sync.Mutex
+	phase := func(d time.Duration, measured bool) {
+		var wg sync.WaitGroup
+		start := time.Now()
+		deadline := start.Add(d)
+		for i, w := range workers {
+			wg.Go(func() {
+				var lat []time.Duration
+				var mine []hold
+				var errs int
+				var samples []string
+				for ctx.Err() == nil && time.Now().Before(deadline) {
+					name := names[rngs[i].IntN(len(names))]
+					p, err := w.pair(ctx, name)
+					if !p.acquired.IsZero() {
+						mine = append(mine, hold{name: name, client: i, from: p.acquired, to: p.releasing, token: p.token})
+					}
+					if err != nil {
+						if ctx.Err() != nil {
+							break
+						}
+						errs++
+						if len(samples) < 3 {
+							samples = append(samples, err.Error())
+						}
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					lat = append(lat, p.end.Sub(p.start))
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				holds = append(holds, mine...)
+				res.errors += errs
+				res.samples = append(res.samples, samples...)
+				if measured {
+					res.lat = append(res.lat, lat...)
+				}
+			})
+		}
+		wg.Wait()
+		if measured {
+			res.elapsed = time.Since(start)
+		}
+	}
+	if warmup > 0 {
+		phase(warmup, false)
+	}
+	phase(duration, true)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.Sort(res.lat)
+	res.pairs = len(res.lat)
+	res.samples = res.samples[:min(len(res.samples), 5)]
+	res.holds = len(holds)
+	res.violations = check(holds)
+	return res, nil
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// report is a run's results and how they were measured.
+type report struct {
+	cfg       config
+	loads     []load
+	variants  []variant
+	results   [][][]*cellResult // [variant][load][round]
+	about     []string
+	loadStart [3]float64
+	loadEnd   [3]float64
+}
+
+// write prints the run as markdown: how it was measured, the medians of
+// pairs/s with the ratios, the medians of the latencies, the safety check,
+// then every cell, so that the medians can be checked against their rounds.
+func (r *report) write(w io.Writer) {
+	of := "median of " + strconv.Itoa(r.cfg.rounds) + " rounds"
+	if r.cfg.rounds == 1 {
+		of = "one round"
+	}
+	fmt.Fprintf(w, "bench/peers: %s, %v per row after %v of warm-up; each row on every system in turn, the order turning each round; "+
+		"each system started anew on an empty store for each row; loopback only\n\n", of, r.cfg.duration, r.cfg.warmup)
+	between := "with nothing done in between"
+	if r.cfg.hold > 0 {
+		between = fmt.Sprintf("holding it %v in between (--hold)", r.cfg.hold)
+	}
+	fmt.Fprintf(w, "- load: each client loops pairs, a blocking acquire and a release of one name, %s; "+
+		"light contention (the columns by number of clients): %d names per client, %d × clients in all, each pair taking one at random; "+
+		"hot lock: every client on one name\n", between, namesPerClient, namesPerClient)
+	fmt.Fprintf(w, "- machine: %s; load average %s at the start, %s at the end\n", cpus(), loads(r.loadStart), loads(r.loadEnd))
+	for _, a := range r.about {
+		fmt.Fprintf(w, "- %s\n", a)
+	}
+
+	fmt.Fprintf(w, "\n| pairs/s, %s |", of)
+	r.headings(w)
+	for v := range r.variants {
+		r.row(w, r.variants[v].label, func(l int) string { return thousands(r.median(v, l, (*cellResult).rate)) })
+	}
+	for _, ratio := range r.ratios() {
+		r.row(w, ratio.label, func(l int) string {
+			return fmt.Sprintf("%.2fx", r.median(ratio.num, l, (*cellResult).rate)/r.median(ratio.den, l, (*cellResult).rate))
+		})
+	}
+
+	fmt.Fprintf(w, "\n| p50 / p99 of a pair, ms, %s |", of)
+	r.headings(w)
+	for v := range r.variants {
+		r.row(w, r.variants[v].label, func(l int) string {
+			p50 := r.median(v, l, func(c *cellResult) float64 { return millis(c.percentile(50)) })
+			p99 := r.median(v, l, func(c *cellResult) float64 { return millis(c.percentile(99)) })
+			return fmt.Sprintf("%.2f / %.2f", p50, p99)
+		})
+	}
+
+	holds, errs, violations := r.totals()
+	fmt.Fprintln(w)
+	if len(violations) == 0 {
+		fmt.Fprintf(w, "Safety: %s holds checked; no name was ever held by two clients at once, and each name's tokens rose with every grant.\n", thousands(float64(holds)))
+	} else {
+		fmt.Fprintf(w, "Safety: %s holds checked; VIOLATED:\n", thousands(float64(holds)))
+		for _, v := range violations {
+			fmt.Fprintf(w, "- %s\n", v)
+		}
+	}
+	if errs > 0 {
+		fmt.Fprintf(w, "Errors: %d pairs failed (the table of every run below says where; the messages went to standard error).\n", errs)
+	}
+
+	fmt.Fprintln(w, "\nEvery run, in the order run:")
+	fmt.Fprintln(w, "\n| round | row | system | pairs/s | p50 ms | p99 ms | errors | holds checked | load average at its start |")
+	fmt.Fprintln(w, "|--:|---|---|--:|--:|--:|--:|--:|--:|")
+	for round := range r.cfg.rounds {
+		for l, ld := range r.loads {
+			for _, v := range turn(len(r.variants), round) {
+				c := r.results[v][l][round]
+				fmt.Fprintf(w, "| %d | %s | %s | %.0f | %s | %s | %d | %d | %.2f |\n", round+1, ld, r.variants[v].label,
+					c.rate(), ms(c.percentile(50)), ms(c.percentile(99)), c.errors, c.holds, c.load1)
+			}
+		}
+	}
+}
+
+func (r *report) headings(w io.Writer) {
+	for _, l := range r.loads {
+		fmt.Fprintf(w, " %s |", l)
+	}
+	fmt.Fprint(w, "\n|---|")
+	fmt.Fprint(w, strings.Repeat("--:|", len(r.loads)))
+	fmt.Fprintln(w)
+}
+
+func (r *report) row(w io.Writer, label string, cell func(load int) string) {
+	fmt.Fprintf(w, "| %s |", label)
+	for l := range r.loads {
+		fmt.Fprintf(w, " %s |", cell(l))
+	}
+	fmt.Fprintln(w)
+}
+
+// median is the median over the rounds of f of variant v's cells of load l.
+func (r *report) median(v, l int, f func(*cellResult) float64) float64 {
+	var xs []float64
+	for _, c := range r.results[v][l] {
+		xs = append(xs, f(c))
+	}
+	return median(xs)
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+type ratio struct {
+	label    string
+	num, den int // variants
+}
+
+// ratios are each leasekeeper variant to etcd, then each new build to the
+// old one on the same backend.
+func (r *report) ratios() []ratio {
+	var out []ratio
+	etcd := slices.IndexFunc(r.variants, func(v variant) bool { return v.backend == sysEtcd })
+	if etcd >= 0 {
+		for i, v := range r.variants {
+			if i != etcd {
+				out = append(out, ratio{label: "ratio, " + v.short + " / etcd", num: i, den: etcd})
+			}
+		}
+	}
+	for i, v := range r.variants {
+		if v.old || v.backend == sysEtcd {
+			continue
+		}
+		if j := slices.IndexFunc(r.variants, func(o variant) bool { return o.old && o.backend == v.backend }); j >= 0 {
+			out = append(out, ratio{label: "ratio, " + v.short + ", new / old", num: i, den: j})
+		}
+	}
+	return out
+}
+
+// totals adds up the holds checked, the failed pairs and the violations of
+// every cell, each violation named by its cell.
+func (r *report) totals() (holds, errs int, violations []string) {
+	for v, byLoad := range r.results {
+		for l, rounds := range byLoad {
+			for round, c := range rounds {
+				holds += c.holds
+				errs += c.errors
+				for _, s := range c.violations {
+					violations = append(violations, fmt.Sprintf("round %d, %s, %s: %s", round+1, r.loads[l], r.variants[v].label, s))
+				}
+			}
+		}
+	}
+	return holds, errs, violations
+}
+
+// verdict fails a run in which a name was held twice at once, a token went
+// backwards, or a pair failed.
+func (r *report) verdict() error {
+	_, errs, violations := r.totals()
+	switch {
+	case len(violations) > 0:
+		return fmt.Errorf("the safety check failed: %d violations (above)", len(violations))
+	case errs > 0:
+		return fmt.Errorf("%d pairs failed (their errors went to standard error)", errs)
+	}
+	return nil
+}
+
+func loads(avg [3]float64) string {
+	if avg[0] < 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.2f %.2f %.2f", avg[0], avg[1], avg[2])
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ms(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(millis(d), 'f', 2, 64)
+}
+
+// thousands writes x rounded, with commas between thousands: 12,345.
+func thousands(x float64) string {
+	s := strconv.FormatFloat(x, 'f', 0, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
