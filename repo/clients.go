@@ -4,7 +4,7 @@ var qClientRegister = portable("ClientRegister", `INSERT INTO clients (age, name
 
 // ClientRegister registers name with the given age (D1).
 func ClientRegister(tx *Tx, name string, age, now int64) error {
-	_, err := tx.exec(qClientRegister, age, name, now)
+	err := tx.write(qClientRegister, age, name, now)
 	return err
 }
 
@@ -12,7 +12,7 @@ var qClientDelete = portable("ClientDelete", `DELETE FROM clients WHERE name = ?
 
 // ClientDelete unregisters a client (D4.3).
 func ClientDelete(tx *Tx, name string) error {
-	_, err := tx.exec(qClientDelete, name)
+	err := tx.write(qClientDelete, name)
 	return err
 }
 

@@ -69,6 +69,7 @@ type DB struct {
 	// replace: the connection works but is the wrong one (it reached a
 	// standby): the next Begin takes another whatever a ping says.
 	replace bool
+	trips   *roundTrips                   // PostgreSQL's writer: its round trips (pipeline.go)
 	stmts   []*sqlx.Stmt                  // by statement; nil until first run
 	stats   map[statement]*StatementStats // nil unless CollectStats was called
 	lock    *fileLock                     // a SQLite file's, held while open (lockfile.go)
@@ -278,18 +279,22 @@ func (d *DB) Checkpoint(ctx context.Context) error {
 type Tx struct {
 	d   *DB
 	ctx context.Context
+	// pending are the writes not sent yet, BEGIN first until the first
+	// read, where the database pipelines (pipeline.go).
+	pending []queued
 }
 
 // Begin starts a write transaction. On SQLite it takes the write lock at
 // once (BEGIN IMMEDIATE), so a transaction never fails half-way for want of
-// it. On PostgreSQL the caller takes the equivalent lock with Lock, and a
+// it. On PostgreSQL the caller takes the equivalent lock with
+// ServiceRowLock, with which BEGIN goes out (pipeline.go), and a
 // connection lost meanwhile is replaced first.
 func (d *DB) Begin(ctx context.Context) (*Tx, error) {
 	tx := &Tx{d: d, ctx: ctx}
 	if err := d.recover(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := tx.exec(qBegin); err != nil {
+	if err := tx.write(qBegin); err != nil {
 		return nil, err
 	}
 	return tx, nil
@@ -303,10 +308,14 @@ var (
 	qRollback            = portable("Rollback", `ROLLBACK`)
 )
 
-// Commit makes the transaction's changes durable (as the synchronous setting allows).
+// Commit makes the transaction's changes durable (as the synchronous
+// setting allows); where the database pipelines, the writes not sent yet go
+// with it.
 func (tx *Tx) Commit() error {
-	_, err := tx.exec(qCommit)
-	return err
+	if err := tx.write(qCommit); err != nil {
+		return err
+	}
+	return tx.flush()
 }
 
 // Savepoint opens a nested unit inside the transaction (group commit runs
@@ -330,8 +339,14 @@ func (tx *Tx) RollbackToSavepoint() error {
 	return tx.ReleaseSavepoint()
 }
 
-// Rollback undoes the transaction.
+// Rollback undoes the transaction. The writes not sent yet are dropped;
+// a transaction whose BEGIN was never sent has nothing to undo.
 func (tx *Tx) Rollback() error {
+	neverBegun := len(tx.pending) > 0 && tx.pending[0].q == qBegin
+	tx.pending = tx.pending[:0]
+	if neverBegun {
+		return nil
+	}
 	_, err := tx.exec(qRollback)
 	return err
 }
@@ -359,6 +374,9 @@ func (tx *Tx) prepared(s statement) (*sqlx.Stmt, error) {
 }
 
 func (tx *Tx) exec(q statement, args ...any) (sql.Result, error) {
+	if err := tx.flush(); err != nil {
+		return nil, err
+	}
 	s, err := tx.prepared(q)
 	if err != nil {
 		return nil, err
@@ -374,6 +392,10 @@ func (tx *Tx) exec(q statement, args ...any) (sql.Result, error) {
 // It reports found=false, not an error, when there is no row: sql.ErrNoRows is
 // mapped here and nowhere else.
 func (tx *Tx) row(q statement, args []any, dest ...any) (bool, error) {
+	if len(tx.pending) > 0 {
+		var found bool
+		return found, tx.batch(readRow(q, args, &found, dest...))
+	}
 	s, err := tx.prepared(q)
 	if err != nil {
 		return false, err
@@ -397,6 +419,9 @@ func (tx *Tx) rowInt(q statement, args ...any) (v int64, found bool, err error) 
 
 // each runs q and calls fn once per row with a function that scans it.
 func (tx *Tx) each(q statement, args []any, fn func(scan func(...any) error) error) error {
+	if len(tx.pending) > 0 {
+		return tx.batch(read{q: q, args: args, fn: fn})
+	}
 	s, err := tx.prepared(q)
 	if err != nil {
 		return err
@@ -424,6 +449,9 @@ func (tx *Tx) each(q statement, args []any, fn func(scan func(...any) error) err
 
 // selectAll runs q and scans every row into the slice dest points to.
 func (tx *Tx) selectAll(dest any, q statement, args ...any) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
 	s, err := tx.prepared(q)
 	if err != nil {
 		return err

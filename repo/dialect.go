@@ -41,7 +41,7 @@ type dialect interface {
 	leaseRenew() string
 	// leaseEnd is LeaseEnd in one statement (parameters lock, client,
 	// ended, ended_at), returning the lease's mode, token, granted_at and
-	// expires_at.
+	// expires_at, and the lock's queue length.
 	leaseEnd() string
 	// lockServiceRow reads the service row as serviceCounters and locks it
 	// until the transaction ends.
@@ -70,6 +70,9 @@ type dialect interface {
 	// pick the primary key for some ranges); "" elsewhere.
 	indexedBy(index string) string
 
+	// pipelines reports whether a transaction's writes wait for its next
+	// read, to go with it in one round trip (pipeline.go).
+	pipelines() bool
 	// peers reports whether several servers may share the database, each
 	// transaction taking the service row's lock first (ServiceRowLock);
 	// then nothing read in one transaction may be trusted in the next.

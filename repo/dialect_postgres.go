@@ -77,7 +77,7 @@ func (postgresDialect) leaseEnd() string {
 	return `WITH l AS (DELETE FROM leases WHERE lock = ?1 AND client = ?2 RETURNING mode, token, granted_at, expires_at),
 			g AS (UPDATE grants SET ended = ?3, ended_at = ?4, ended_after_token = (SELECT last_token FROM locks WHERE name = ?1)
 				WHERE lock = ?1 AND token = (SELECT token FROM l))
-			SELECT mode, token, granted_at, expires_at FROM l`
+			SELECT mode, token, granted_at, expires_at, (SELECT queue_length FROM locks WHERE name = ?1) FROM l`
 }
 
 func (postgresDialect) lockServiceRow() string {
@@ -113,6 +113,7 @@ func (postgresDialect) notifyEventID() string {
 func (postgresDialect) indexedBy(string) string { return "" }
 
 func (postgresDialect) peers() bool       { return true }
+func (postgresDialect) pipelines() bool   { return true }
 func (postgresDialect) escapesText() bool { return true }
 
 // readDeadline bounds a read apart as the engine's transaction deadline

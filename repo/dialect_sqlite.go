@@ -68,6 +68,7 @@ func (sqliteDialect) notifyEventID() string { return "" }
 func (sqliteDialect) indexedBy(index string) string { return `INDEXED BY ` + index }
 
 func (sqliteDialect) peers() bool                 { return false }
+func (sqliteDialect) pipelines() bool             { return false }
 func (sqliteDialect) escapesText() bool           { return false }
 func (sqliteDialect) readDeadline() time.Duration { return 0 }
 

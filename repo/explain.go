@@ -32,6 +32,17 @@ var (
 		WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token = ?2 AND token <= ?2
 		ORDER BY ended_at, token LIMIT ?3`
 	})
+	// GrantsEndedAfter for the lock's last token, read in the statement,
+	// and without the rows that the grant of the next token prunes (?2
+	// tokens kept): the predecessors an exclusive grant of the next token
+	// would have (RequestStateWithNext).
+	qNextPredecessors = perDialect("NextPredecessors", func(d dialect) string {
+		last := `(SELECT last_token FROM locks WHERE name = ?1)`
+		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
+		WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token = ` + last + ` AND token <= ` + last + `
+		AND token > ` + last + ` + 1 - CAST(?2 AS BIGINT)
+		ORDER BY ended_at, token LIMIT ?3`
+	})
 )
 
 // endedByLockTime names the grants table for a range of
@@ -76,17 +87,22 @@ func GrantPredecessors(tx *Tx, lock string, token, at int64, mode lk.Mode, limit
 		}
 	}
 	var out []lk.Predecessor
-	err := tx.each(qGrantsEndedAfter, []any{lock, first - 1, limit}, func(scan func(...any) error) error {
+	err := tx.each(qGrantsEndedAfter, []any{lock, first - 1, limit}, collectPredecessors(&out))
+	return out, err
+}
+
+// collectPredecessors scans GrantsEndedAfter's rows into out.
+func collectPredecessors(out *[]lk.Predecessor) func(scan func(...any) error) error {
+	return func(scan func(...any) error) error {
 		var p lk.Predecessor
 		var c string
 		if err := scan(&p.Token, &c, &p.Mode, &p.EndedAt, &p.Ended); err != nil {
 			return err
 		}
 		p.Client = &c
-		out = append(out, p)
+		*out = append(*out, p)
 		return nil
-	})
-	return out, err
+	}
 }
 
 var qGrantHoldTimes = perDialect("GrantHoldTimes", func(d dialect) string {
@@ -180,7 +196,7 @@ func AbortInsert(tx *Tx, a AbortRow) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.exec(qAbortInsert, a.Client, a.Age, a.AbortedAt, a.Requester, a.Lock, string(cycle))
+	err = tx.write(qAbortInsert, a.Client, a.Age, a.AbortedAt, a.Requester, a.Lock, string(cycle))
 	return err
 }
 

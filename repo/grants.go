@@ -31,7 +31,7 @@ var qGrantInsert = portable("GrantInsert", `INSERT INTO grants (lock, token, cli
 // fault injected for the tests (failpoint.ReissueToken) gets here, and its
 // checks, not a refused grant, must find it.
 func GrantInsert(tx *Tx, l LeaseRow) error {
-	_, err := tx.exec(qGrantInsert, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt)
+	err := tx.write(qGrantInsert, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt)
 	return err
 }
 
@@ -44,7 +44,7 @@ var qGrantInsertEnded = portable("GrantInsertEnded", `INSERT INTO grants
 // then (L3), which never becomes a row of leases. endedAfter is the lock's
 // last token granted before l.ExpiresAt (explain.go).
 func GrantInsertLapsed(tx *Tx, l LeaseRow, endedAfter int64) error {
-	_, err := tx.exec(qGrantInsertEnded, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt,
+	err := tx.write(qGrantInsertEnded, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt,
 		l.ExpiresAt, lk.EndLapsed, endedAfter)
 	return err
 }
@@ -53,7 +53,7 @@ var qGrantRenew = portable("GrantRenew", `UPDATE grants SET expires_at = ? WHERE
 
 // grantRenew keeps the row of lock's token current after a renew.
 func grantRenew(tx *Tx, lock string, token, expiresAt int64) error {
-	_, err := tx.exec(qGrantRenew, expiresAt, lock, token)
+	err := tx.write(qGrantRenew, expiresAt, lock, token)
 	return err
 }
 
@@ -64,7 +64,7 @@ var qGrantEnd = portable("GrantEnd", `UPDATE grants SET ended = ?1, ended_at = ?
 // of the lock's tokens (explain.go): the last issued, as an operation ends
 // leases before it grants any.
 func grantEnd(tx *Tx, lock string, token int64, how lk.Ending, at int64) error {
-	_, err := tx.exec(qGrantEnd, how, at, lock, token)
+	err := tx.write(qGrantEnd, how, at, lock, token)
 	return err
 }
 
@@ -80,7 +80,7 @@ var qGrantsLapse = portable("GrantsLapse", `UPDATE grants SET ended = 'lapsed', 
 // (at or after it): a lock's tokens follow its grants' times, and the walk
 // down from its last token reads only the grants made since the lapse.
 func GrantsLapse(tx *Tx, now int64) error {
-	_, err := tx.exec(qGrantsLapse, now)
+	err := tx.write(qGrantsLapse, now)
 	return err
 }
 
@@ -98,7 +98,7 @@ func GrantsPruneLock(tx *Tx, lock string, lastToken, keep int64) error {
 	if lastToken <= keep {
 		return nil
 	}
-	_, err := tx.exec(qGrantsPruneLock, lock, lastToken-keep)
+	err := tx.write(qGrantsPruneLock, lock, lastToken-keep)
 	return err
 }
 

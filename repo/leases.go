@@ -21,7 +21,7 @@ var qLeaseInsert = portable("LeaseInsert", `INSERT INTO leases (lock, client, mo
 
 // LeaseInsert stores a new lease.
 func LeaseInsert(tx *Tx, l LeaseRow) error {
-	_, err := tx.exec(qLeaseInsert, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt)
+	err := tx.write(qLeaseInsert, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt)
 	return err
 }
 
@@ -61,17 +61,20 @@ var qLeaseEndOne = perDialect("LeaseEnd.one", dialect.leaseEnd)
 
 // LeaseEnd removes client's lease on lock and ends its grant's row, how at
 // instant at (a release, revoke or abort), and returns the lease; found is
-// false when there was none.
-func LeaseEnd(tx *Tx, lock, client string, how lk.Ending, at int64) (l LeaseRow, found bool, err error) {
+// false when there was none. waiting is how many wait for the lock where
+// the one statement of the dialect reads it (PostgreSQL: a hand-over that
+// finds none needs no read of the queue, a round trip less), -1 where it
+// is not known.
+func LeaseEnd(tx *Tx, lock, client string, how lk.Ending, at int64) (l LeaseRow, waiting int64, found bool, err error) {
 	if tx.has(qLeaseEndOne) {
 		l.Lock, l.Client = lock, client
-		found, err = tx.row(qLeaseEndOne, []any{lock, client, how, at}, &l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt)
-		return l, found, err
+		found, err = tx.row(qLeaseEndOne, []any{lock, client, how, at}, &l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt, &waiting)
+		return l, waiting, found, err
 	}
 	if l, found, err = LeaseTake(tx, lock, client); err != nil || !found {
-		return l, found, err
+		return l, -1, found, err
 	}
-	return l, true, grantEnd(tx, lock, l.Token, how, at)
+	return l, -1, true, grantEnd(tx, lock, l.Token, how, at)
 }
 
 var qLeaseGet = portable("LeaseGet",
@@ -99,7 +102,7 @@ var qLeasesDeleteExpiredBy = portable("LeasesDeleteExpiredBy", `DELETE FROM leas
 
 // LeasesDeleteExpiredBy deletes every lease with expires_at <= now.
 func LeasesDeleteExpiredBy(tx *Tx, now int64) error {
-	_, err := tx.exec(qLeasesDeleteExpiredBy, now)
+	err := tx.write(qLeasesDeleteExpiredBy, now)
 	return err
 }
 

@@ -39,7 +39,9 @@ func (d *DB) Listen(ctx context.Context, ready func(), fn func(payload string)) 
 }
 
 func (d *DB) listenOnce(ctx context.Context, ready func(), fn func(string)) error {
-	conn, err := pgx.ConnectConfig(ctx, d.pgcfg.Copy())
+	cfg := d.pgcfg.Copy()
+	cfg.Tracer = nil // the writer's round trips are counted, not the listener's
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}

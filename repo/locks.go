@@ -17,7 +17,7 @@ func LockGrant(tx *Tx, l LeaseRow, newLock bool, keep int64) error {
 		grant = qLockGrantNewLock
 	}
 	if tx.has(grant) {
-		_, err := tx.exec(grant, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt, keep)
+		err := tx.write(grant, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt, keep)
 		return err
 	}
 	var err error
@@ -43,7 +43,7 @@ var qLockCreate = portable("LockCreate", `INSERT INTO locks (name, last_token) V
 // LockCreate inserts a lock whose first grant is happening now: its counter
 // starts at token 1 (L5).
 func LockCreate(tx *Tx, lock string) error {
-	_, err := tx.exec(qLockCreate, lock)
+	err := tx.write(qLockCreate, lock)
 	return err
 }
 
@@ -51,7 +51,7 @@ var qLockTakeToken = portable("LockTakeToken", `UPDATE locks SET last_token = la
 
 // LockTakeToken advances the lock's fencing counter by one (L5).
 func LockTakeToken(tx *Tx, lock string) error {
-	_, err := tx.exec(qLockTakeToken, lock)
+	err := tx.write(qLockTakeToken, lock)
 	return err
 }
 
@@ -60,7 +60,7 @@ var qLockEnqueue = portable("LockEnqueue", `UPDATE locks SET queue_length = queu
 
 // LockEnqueue counts a new waiter and hands out the next position.
 func LockEnqueue(tx *Tx, lock string) error {
-	_, err := tx.exec(qLockEnqueue, lock)
+	err := tx.write(qLockEnqueue, lock)
 	return err
 }
 
@@ -68,6 +68,6 @@ var qLockDequeue = portable("LockDequeue", `UPDATE locks SET queue_length = queu
 
 // LockDequeue records that a waiter left the lock's queue without a grant.
 func LockDequeue(tx *Tx, lock string) error {
-	_, err := tx.exec(qLockDequeue, lock)
+	err := tx.write(qLockDequeue, lock)
 	return err
 }

@@ -57,6 +57,8 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
+	trips := &roundTrips{}
+	cfg.Tracer = trips // the writer's only: readers and the listener copy cfg without it
 	sdb := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
 	// Operations are serialized per process anyway (package service); a
 	// second connection would only hold a second snapshot.
@@ -81,7 +83,7 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 	d, err := newDB(sdb, conn, postgresDialect{})
 	var schema string
 	if err == nil {
-		d.pgcfg, d.lockTimeout = cfg, !urlLockTimeout
+		d.pgcfg, d.lockTimeout, d.trips = cfg, !urlLockTimeout, trips
 		err = d.serviceLockTimeout(ctx)
 	}
 	if err == nil {

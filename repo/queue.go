@@ -22,7 +22,7 @@ var qQueueAppend = portable("QueueAppend", `INSERT INTO queue_entries (lock, pos
 // QueueAppend stores a waiter; its position must be the lock's last_position
 // after LockEnqueue.
 func QueueAppend(tx *Tx, e QueueEntry) error {
-	_, err := tx.exec(qQueueAppend, e.Lock, e.Position, e.Client, e.Mode, e.TTL, e.QueuedAt)
+	err := tx.write(qQueueAppend, e.Lock, e.Position, e.Client, e.Mode, e.TTL, e.QueuedAt)
 	return err
 }
 
@@ -68,10 +68,10 @@ var (
 // up to position `through`, became holders: they leave the queue, and the
 // lock's counter moves past their tokens.
 func QueueGrantThrough(tx *Tx, lock string, through, granted int64) error {
-	if _, err := tx.exec(qQueueGrantThrough, lock, through); err != nil {
+	if err := tx.write(qQueueGrantThrough, lock, through); err != nil {
 		return err
 	}
-	_, err := tx.exec(qQueueGrantThroughCounter, granted, granted, lock)
+	err := tx.write(qQueueGrantThroughCounter, granted, granted, lock)
 	return err
 }
 

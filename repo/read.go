@@ -74,6 +74,7 @@ func sqliteReads(w *DB, path string) *readPool {
 // of the configuration w was opened with.
 func postgresReads(w *DB) *readPool {
 	cfg := w.pgcfg.Copy()
+	cfg.Tracer = nil // the writer's round trips are counted, not a reader's
 	if cfg.ValidateConnect == nil {
 		// A standby answers READ ONLY transactions too, from a state
 		// behind the primary's, and the writer's way of finding out (a

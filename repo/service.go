@@ -2,6 +2,7 @@ package repo
 
 import (
 	"database/sql"
+	"math"
 
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 )
@@ -33,13 +34,25 @@ var qServiceCountersSet = portable("ServiceCountersSet", `UPDATE service SET clo
 
 // ServiceCountersSet writes the service row.
 func ServiceCountersSet(tx *Tx, c Counters) error {
-	_, err := tx.exec(qServiceCountersSet, c.Clock, c.LastClientAge, c.EventID)
+	err := tx.write(qServiceCountersSet, c.Clock, c.LastClientAge, c.EventID)
 	return err
 }
 
-// ServiceRowLock takes the service row's lock on a database with peers (PostgreSQL), first
-// thing in a transaction, and returns the row and the database's clock in
-// Unix seconds.
+// Locked is what a transaction on a database with peers reads first, under
+// the service row's lock (ServiceRowLock).
+type Locked struct {
+	Counters
+	// DBNow is the database's clock, in Unix seconds with a fraction.
+	DBNow float64
+	// EarliestExpiry is the smallest expires_at of all leases,
+	// math.MaxInt64 when there are none: whether anything can have lapsed.
+	EarliestExpiry int64
+}
+
+// ServiceRowLock takes the service row's lock on a database with peers
+// (PostgreSQL), first thing in a transaction, and returns the row, the
+// database's clock and the earliest expiry, in one round trip with the
+// BEGIN (pipeline.go).
 //
 // Every transaction of every server takes this one row lock before it reads
 // anything else, so transactions on the database run one at a time, in the
@@ -51,26 +64,32 @@ func ServiceCountersSet(tx *Tx, c Counters) error {
 // Time comes from the database's clock, so servers whose own clocks disagree
 // still agree on it, and it is read once the lock is held: a statement's
 // expressions may be computed before it waits for a row, so the lock's own
-// statement could return a time as old as that wait. The caller never lets
-// it fall behind the stored clock.
-func ServiceRowLock(tx *Tx) (c Counters, dbNow float64, err error) {
-	var clock sql.NullInt64
+// statement could return a time as old as that wait; the statements of a
+// batch run one after the other. The caller never lets it fall behind the
+// stored clock.
+func ServiceRowLock(tx *Tx) (Locked, error) {
+	var l Locked
+	var clock, earliest sql.NullInt64
 	q := qLockServiceRow
 	if failpoint.Enabled(failpoint.SkipServiceLock) {
 		q = qServiceCounters // the fault: the row is read, not locked
 	}
-	if _, err = tx.row(q, nil, &clock, &c.LastClientAge, &c.EventID); err != nil {
-		return c, 0, err
+	var found bool
+	err := tx.reads(readRow(q, nil, &found, &clock, &l.LastClientAge, &l.EventID),
+		readRow(qLockClock, nil, &found, &l.DBNow),
+		readRow(qLeasesEarliestExpiry, nil, &found, &earliest))
+	l.Clock, l.ClockSet = clock.Int64, clock.Valid
+	l.EarliestExpiry = math.MaxInt64
+	if earliest.Valid {
+		l.EarliestExpiry = earliest.Int64
 	}
-	c.Clock, c.ClockSet = clock.Int64, clock.Valid
-	_, err = tx.row(qLockClock, nil, &dbNow)
-	return c, dbNow, err
+	return l, err
 }
 
 // Notify queues payload for the database's listeners (DB.Listen), delivered
 // if and when the transaction commits. PostgreSQL only.
 func Notify(tx *Tx, payload string) error {
-	_, err := tx.exec(qNotify, tx.d.channel, payload)
+	err := tx.write(qNotify, tx.d.channel, payload)
 	return err
 }
 
@@ -79,6 +98,6 @@ func Notify(tx *Tx, payload string) error {
 // of the row need not write it apart, a round trip less. PostgreSQL only,
 // as Notify.
 func NotifyEventID(tx *Tx, payload string, eventID int64) error {
-	_, err := tx.exec(qNotifyEventID, tx.d.channel, payload, eventID)
+	err := tx.write(qNotifyEventID, tx.d.channel, payload, eventID)
 	return err
 }

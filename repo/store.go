@@ -55,7 +55,7 @@ var qStoreValuePut = portable("StoreValuePut", `INSERT INTO store_values (lock, 
 // StoreValuePut stores value as the last accepted one for (lock, key), after
 // StoreFenceRaise accepted it.
 func StoreValuePut(tx *Tx, lock, key, value string, token, now int64) error {
-	_, err := tx.exec(qStoreValuePut, lock, key, value, token, now)
+	err := tx.write(qStoreValuePut, lock, key, value, token, now)
 	return err
 }
 

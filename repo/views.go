@@ -39,18 +39,44 @@ var qRequestStateGet = portable("RequestStateGet", `SELECT c.age,
 
 // RequestStateGet reads client's and lock's RequestState.
 func RequestStateGet(tx *Tx, client, lock string) (RequestState, error) {
+	st, _, err := requestState(tx, client, lock, false, 0, 0)
+	return st, err
+}
+
+// RequestStateWithNext is RequestStateGet and, where the database
+// pipelines, in the same round trip, the predecessors that an exclusive
+// grant of lock's next token, made now, would have (GrantPredecessors),
+// as that grant's pruning of the lock's history (keep tokens) leaves them,
+// at most limit. next is nil where they were not read (SQLite, which pays
+// no round trip for reading them once it grants, and nothing when it
+// queues instead).
+func RequestStateWithNext(tx *Tx, client, lock string, keep int64, limit int) (st RequestState, next *[]lk.Predecessor, err error) {
+	return requestState(tx, client, lock, tx.d.dialect.pipelines(), keep, limit)
+}
+
+func requestState(tx *Tx, client, lock string, withNext bool, keep int64, limit int) (RequestState, *[]lk.Predecessor, error) {
 	var st RequestState
 	var age, lastToken, queueLength, lastPosition sql.NullInt64
 	var waiting, holderMode sql.NullString
 	var holdsLock sql.NullBool
-	_, err := tx.row(qRequestStateGet, []any{client, lock},
-		&age, &waiting, &holdsLock, &lastToken, &queueLength, &lastPosition, &holderMode)
+	var found bool
+	reads := []read{readRow(qRequestStateGet, []any{client, lock}, &found,
+		&age, &waiting, &holdsLock, &lastToken, &queueLength, &lastPosition, &holderMode)}
+	var next *[]lk.Predecessor
+	if withNext {
+		next = &[]lk.Predecessor{}
+		reads = append(reads, read{q: qNextPredecessors, args: []any{lock, keep, limit}, fn: collectPredecessors(next)})
+	}
+	err := tx.reads(reads...)
 	st.HoldsLock = holdsLock.Bool
 	st.Registered, st.WaitingFor = age.Valid, waiting.String
 	st.LockExists, st.LastToken = lastToken.Valid, lastToken.Int64
 	st.QueueLength, st.LastPosition = queueLength.Int64, lastPosition.Int64
 	st.HolderMode = lk.Mode(holderMode.String)
-	return st, err
+	if err != nil {
+		next = nil
+	}
+	return st, next, err
 }
 
 var qLockView = portable("LockView", `SELECT 0 AS part, client, mode, token AS n, expires_at FROM leases WHERE lock = ?1

@@ -17,7 +17,17 @@ func Acquire(op *Op, req lk.AcquireRequest) (lk.AcquireResult, error) {
 	}
 	client, lock, ttl, mode := req.Client, req.Lock, req.TTL, req.Mode
 	tx, ts := op.Tx, op.Now
-	st, err := repo.RequestStateGet(tx, client, lock)
+	// The state in one query; with it, where that saves a round trip
+	// (PostgreSQL), the predecessors an exclusive grant on the spot would
+	// have (explain.go).
+	var st repo.RequestState
+	var next *[]lk.Predecessor
+	var err error
+	if op.Config.Explain && mode == lk.Exclusive {
+		st, next, err = repo.RequestStateWithNext(tx, client, lock, op.Config.History.keep(), maxPredecessors)
+	} else {
+		st, err = repo.RequestStateGet(tx, client, lock)
+	}
 	if err != nil {
 		return lk.AcquireResult{}, err
 	}
@@ -43,9 +53,15 @@ func Acquire(op *Op, req lk.AcquireRequest) (lk.AcquireResult, error) {
 			return lk.AcquireResult{}, err
 		}
 		op.State.NoteExpiry(l.ExpiresAt)
+		if err := explainGrants(op); err != nil { // the hand-overs of Settle's lapses
+			return lk.AcquireResult{}, err
+		}
 		op.emit(Event{Kind: lk.EventGrant, Client: client, Lock: lock, At: ts,
 			Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: mode})
-		if err := explainGrants(op); err != nil {
+		if next != nil && l.Token == st.LastToken+1 {
+			op.Events[len(op.Events)-1].Predecessors = nonEmpty(*next)
+			op.explained = len(op.Events)
+		} else if err := explainGrants(op); err != nil {
 			return lk.AcquireResult{}, err
 		}
 		return lk.AcquireResult{Outcome: lk.Granted, Token: l.Token, GrantedAt: ts, ExpiresAt: l.ExpiresAt,

@@ -148,7 +148,7 @@ func abort(op *Op, requester, victim, lock string, asked lk.Mode, cycle []string
 		}
 	}
 	for _, h := range holds {
-		if _, _, err := repo.LeaseEnd(tx, h.Lock, victim, lk.EndAborted, ts); err != nil {
+		if _, _, _, err := repo.LeaseEnd(tx, h.Lock, victim, lk.EndAborted, ts); err != nil {
 			return err
 		}
 		if err := promote(op, h.Lock, ts); err != nil {

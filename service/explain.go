@@ -56,6 +56,15 @@ func explainGrants(op *Op) error {
 	return nil
 }
 
+// nonEmpty is ps, or nil when it has none: as GrantPredecessors returns
+// them.
+func nonEmpty(ps []lk.Predecessor) []lk.Predecessor {
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
+}
+
 // grantedTo returns the predecessors of the grant of lock to client among
 // the current operation's events.
 func grantedTo(op *Op, client, lock string) []lk.Predecessor {

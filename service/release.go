@@ -14,13 +14,16 @@ func Release(op *Op, req lk.ReleaseRequest) (lk.ReleaseResult, error) {
 	}
 	client, lock := req.Client, req.Lock
 	tx, ts := op.Tx, op.Now
-	l, deleted, err := repo.LeaseEnd(tx, lock, client, lk.EndReleased, ts)
+	l, waiting, deleted, err := repo.LeaseEnd(tx, lock, client, lk.EndReleased, ts)
 	if err != nil {
 		return lk.ReleaseResult{}, err
 	}
 	if deleted {
 		op.emit(Event{Kind: lk.EventRelease, Client: client, Lock: lock, At: ts,
 			Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: l.Mode})
+		if waiting == 0 {
+			return lk.ReleaseResult{Outcome: lk.Released}, nil // nobody to hand over to
+		}
 		return lk.ReleaseResult{Outcome: lk.Released}, promote(op, lock, ts)
 	}
 	waitingFor, err := repo.ClientWaitingFor(tx, client)
@@ -51,7 +54,7 @@ func Revoke(op *Op, req lk.RevokeRequest) (lk.RevokeResult, error) {
 		return lk.RevokeResult{}, err
 	}
 	client, lock := req.Client, req.Lock
-	l, deleted, err := repo.LeaseEnd(op.Tx, lock, client, lk.EndRevoked, op.Now)
+	l, waiting, deleted, err := repo.LeaseEnd(op.Tx, lock, client, lk.EndRevoked, op.Now)
 	if err != nil {
 		return lk.RevokeResult{}, err
 	}
@@ -60,8 +63,10 @@ func Revoke(op *Op, req lk.RevokeRequest) (lk.RevokeResult, error) {
 	}
 	op.emit(Event{Kind: lk.EventRevoke, Client: client, Lock: lock, At: op.Now,
 		Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: l.Mode})
-	if err := promote(op, lock, op.Now); err != nil {
-		return lk.RevokeResult{}, err
+	if waiting != 0 {
+		if err := promote(op, lock, op.Now); err != nil {
+			return lk.RevokeResult{}, err
+		}
 	}
 	return lk.RevokeResult{Outcome: lk.Revoked}, nil
 }

@@ -111,7 +111,7 @@ func (c *committer) loop() {
 		// Operations run to completion even while the engine closes: a
 		// statement cut off half-way would only turn into an error.
 		ctx := context.WithoutCancel(c.ctx)
-		start := time.Now()
+		start, trips := time.Now(), c.r.db.RoundTrips()
 		answered := false
 		err := c.r.groupRun(ctx, func() {
 			for _, cl := range group {
@@ -128,7 +128,7 @@ func (c *committer) loop() {
 			}
 		})
 		if c.obs != nil {
-			c.obs.GroupCommitted(len(group), time.Since(start))
+			c.obs.GroupCommitted(GroupStats{Ops: len(group), Duration: time.Since(start), RoundTrips: c.r.db.RoundTrips() - trips})
 		}
 		for _, cl := range group {
 			if cl.err != nil {

@@ -59,11 +59,21 @@ type Observer interface {
 	// Committed gets what each committed transaction of this engine did,
 	// in order.
 	Committed(events []service.Event)
-	// GroupCommitted gets each group commit: how many operations, how long.
-	GroupCommitted(ops int, d time.Duration)
+	// GroupCommitted gets each group commit, whether it committed or not.
+	GroupCommitted(g GroupStats)
 	// Ready gets each readiness verdict (ready.go): "" when ready, else
 	// one of NotReadyReasons.
 	Ready(reason string)
+}
+
+// GroupStats are what one group commit cost.
+type GroupStats struct {
+	Ops      int           // operations in the group
+	Duration time.Duration // from its start to its commit's end
+	// RoundTrips is how many the writer's connection made to the
+	// database for the group (PostgreSQL, where a pipelined batch is one;
+	// 0 on SQLite).
+	RoundTrips int64
 }
 
 // Auditor is an Observer that keeps an audit log, written ahead of each

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/repo"
@@ -19,9 +18,9 @@ import (
 // verdicts records what the Observer is told of readiness.
 type verdicts struct{ got []string }
 
-func (v *verdicts) Committed([]service.Event)         {}
-func (v *verdicts) GroupCommitted(int, time.Duration) {}
-func (v *verdicts) Ready(reason string)               { v.got = append(v.got, reason) }
+func (v *verdicts) Committed([]service.Event) {}
+func (v *verdicts) GroupCommitted(GroupStats) {}
+func (v *verdicts) Ready(reason string)       { v.got = append(v.got, reason) }
 
 // TestReadinessState: a write that fails for want of its storage makes the
 // engine not ready, once, whatever the writes after it; a group that

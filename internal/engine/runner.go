@@ -257,12 +257,12 @@ func (r *runner) begin(ctx context.Context) (*repo.Tx, error) {
 	if err != nil || r.peers == nil {
 		return tx, err
 	}
-	c, now, err := repo.ServiceRowLock(tx)
+	l, err := repo.ServiceRowLock(tx)
 	if err != nil {
 		tx.Rollback()
 		return nil, err
 	}
-	r.st.Counters, r.dbNow, r.st.NextExpiry = c, now, math.MinInt64
+	r.st.Counters, r.dbNow, r.st.NextExpiry = l.Counters, l.DBNow, l.EarliestExpiry
 	return tx, nil
 }
 

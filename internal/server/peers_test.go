@@ -36,10 +36,10 @@ func (o *tally) Committed(events []service.Event) {
 		o.counts[e.Kind]++
 	}
 }
-func (o *tally) GroupCommitted(int, time.Duration) {}
-func (o *tally) Ready(string)                      {}
-func (o *tally) count(k lk.EventKind) int          { o.mu.Lock(); defer o.mu.Unlock(); return o.counts[k] }
-func newTally() *tally                             { return &tally{counts: map[lk.EventKind]int{}} }
+func (o *tally) GroupCommitted(engine.GroupStats) {}
+func (o *tally) Ready(string)                     {}
+func (o *tally) count(k lk.EventKind) int         { o.mu.Lock(); defer o.mu.Unlock(); return o.counts[k] }
+func newTally() *tally                            { return &tally{counts: map[lk.EventKind]int{}} }
 
 func startPair(t *testing.T, at int64) (a, b *fixture, ta, tb *tally) {
 	t.Helper()
