@@ -155,3 +155,22 @@ func TestBinaryOnPostgres(t *testing.T) {
 		t.Errorf("backup of PostgreSQL: exit %d, output %q", code, out)
 	}
 }
+
+// TestVersionOneAnswer: `leasekeeper version` and `leasekeeper --version`
+// print the same line.
+func TestVersionOneAnswer(t *testing.T) {
+	var answers []string
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		root := newRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(args)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("leasekeeper %s: %v", strings.Join(args, " "), err)
+		}
+		answers = append(answers, out.String())
+	}
+	if want := versionLine() + "\n"; answers[0] != want || answers[1] != want {
+		t.Errorf("version printed %q, --version %q; want both %q", answers[0], answers[1], want)
+	}
+}
