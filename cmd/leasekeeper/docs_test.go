@@ -63,7 +63,8 @@ var docsTestSpecs = []docsTestSpec{
 		path: "docs/cli.md",
 		covers: []string{"leasekeeper acquire", "leasekeeper renew", "leasekeeper release", "leasekeeper revoke", "leasekeeper unfence",
 			"leasekeeper inspect", "leasekeeper status", "leasekeeper locks", "leasekeeper write", "leasekeeper read",
-			"leasekeeper exec", "leasekeeper version", "leasekeeper watch", "--pretty", "--prefix", "--wait"},
+			"leasekeeper exec", "leasekeeper version", "leasekeeper watch", "--pretty", "--prefix", "--wait",
+			"leasekeeper completion bash", "leasekeeper completion fish"},
 	},
 }
 
