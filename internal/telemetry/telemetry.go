@@ -4,7 +4,8 @@
 // and after it (the counters), requests, group commits and refused
 // requests.
 //
-// The audit log is JSON lines through log/slog, one line per grant, lapse
+// The audit log is JSON lines through log/slog (or slog's text lines, to
+// share a standard error with text log lines), one line per grant, lapse
 // (naming the lapsed holder and its token), release, withdrawal, revocation,
 // deadlock abort (with the cycle found and what the victim lost), refused
 // stale write and refused request. No bearer token ever reaches it: the
@@ -65,11 +66,18 @@ var _ server.Auditor = (*Telemetry)(nil)
 // notes the last transaction it holds for Recover to settle; then it writes
 // a "start" line.
 func New(audit io.Writer, counts Counts) *Telemetry {
+	return NewFormat(audit, JSON, counts)
+}
+
+// NewFormat is New with the audit lines written in format. Only JSON
+// lines are read back: with Text, New neither ends a torn last line nor
+// has anything for Recover to settle.
+func NewFormat(audit io.Writer, format Format, counts Counts) *Telemetry {
 	t := &Telemetry{reg: prometheus.NewRegistry()}
 	if audit != nil {
-		t.ahead.start(audit)
+		t.ahead.start(audit, format)
 		t.out = &flushWriter{w: bufio.NewWriterSize(audit, 64<<10)}
-		t.audit = slog.New(slog.NewJSONHandler(t.out, nil))
+		t.audit = slog.New(format.handler(t.out))
 		t.refusals = server.NewLogLimiter(server.RefusalLogRate, server.RefusalLogBurst, func(n int) {
 			t.log("refusals_suppressed", slog.Int("count", n))
 			t.flush()
