@@ -109,6 +109,7 @@ func validAnswers(t testing.TB) []answer {
 		{"unknown path, unauthenticated", "POST", "/nope", 401, nil, errBody(lk.ErrUnauthenticated)},
 		{"unknown method", "GET", "/v1/acquire", 405, nil, errBody(lk.ErrMethodNotAllowed)},
 		{"unknown method of an open path", "DELETE", "/v1/health", 405, nil, errBody(lk.ErrMethodNotAllowed)},
+		{"unknown method of /metrics", "POST", "/metrics", 404, nil, errBody(lk.ErrNotFound)},
 	}
 }
 
@@ -125,10 +126,23 @@ func TestValidAnswersPass(t *testing.T) {
 // or the checks do not bite.
 func TestMismatchesFail(t *testing.T) {
 	v := New(t)
+	for _, a := range mismatchedAnswers(t) {
+		err := a.check(v)
+		if err == nil {
+			t.Errorf("%s: %s %s %d %s passed; want a mismatch", a.name, a.method, a.target, a.status, a.body)
+			continue
+		}
+		t.Logf("%s: %v", a.name, err)
+	}
+}
+
+// mismatchedAnswers are answers the document, or Check's rules beyond it,
+// refuse.
+func mismatchedAnswers(t testing.TB) []answer {
 	value := "v"
 	granted := `{"outcome":"granted","token":7,"granted_at":1767225600,"expires_at":1767225630}`
 	textPlain := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
-	cases := []answer{
+	return []answer{
 		{"renamed field", "POST", "/v1/acquire", 200, nil, []byte(`{"outcome":"granted","tok":7,"granted_at":1767225600,"expires_at":1767225630}`)},
 		{"undocumented field", "POST", "/v1/acquire", 200, nil, []byte(strings.Replace(granted, "}", `,"lease_id":"x"}`, 1))},
 		{"undocumented field in a nested object", "GET", "/v1/inspect?lock=L", 200, nil, []byte(`{"lock":"L","holders":[{"client":"a","mode":"shared","token":1,"expires_at":2,"age":1}],"queue":[]}`)},
@@ -172,6 +186,8 @@ func TestMismatchesFail(t *testing.T) {
 		{"wrong status for the path", "GET", "/v1/health", 409, nil, marshal(t, lk.ErrNotHolder)},
 		{"400 for health", "GET", "/v1/health", 400, nil, marshal(t, lk.ErrInvalidArguments)},
 		{"404 of a known operation", "POST", "/v1/acquire", 404, nil, marshal(t, lk.ErrNotFound)},
+		{"405 of a known operation", "POST", "/v1/acquire", 405, nil, marshal(t, lk.ErrMethodNotAllowed)},
+		{"405 of a known GET", "GET", "/v1/health", 405, nil, marshal(t, lk.ErrMethodNotAllowed)},
 		{"413 of a GET", "GET", "/v1/inspect?lock=L", 413, nil, marshal(t, lk.ErrBodyTooLarge)},
 		{"401 of the open health", "GET", "/v1/health", 401, nil, marshal(t, lk.ErrUnauthenticated)},
 		{"a result with an error status", "POST", "/v1/acquire", 409, nil, []byte(granted)},
@@ -186,15 +202,8 @@ func TestMismatchesFail(t *testing.T) {
 		{"ServeMux's text 404", "GET", "/v1/nope", 404, textPlain, []byte("404 page not found\n")},
 		{"ServeMux's text 405", "GET", "/v1/acquire", 405, textPlain, []byte("Method Not Allowed\n")},
 		{"404 of an unknown method", "GET", "/v1/acquire", 404, nil, marshal(t, lk.ErrNotFound)},
+		{"405 of an unknown method of /metrics", "POST", "/metrics", 405, nil, marshal(t, lk.ErrMethodNotAllowed)},
 		{"unknown code of an unknown path", "GET", "/v1/nope", 404, nil, []byte(`{"error":"no_such_path","message":"x"}`)},
-	}
-	for _, a := range cases {
-		err := a.check(v)
-		if err == nil {
-			t.Errorf("%s: %s %s %d %s passed; want a mismatch", a.name, a.method, a.target, a.status, a.body)
-			continue
-		}
-		t.Logf("%s: %v", a.name, err)
 	}
 }
 
