@@ -11,6 +11,10 @@
 // that status's schema (result objects allow no undocumented field), and
 // the headers the document describes must match theirs. A mismatch fails
 // the test with t.Errorf. Check does the same for one answer at hand.
+//
+// A second validator, another implementation of JSON Schema, checks
+// answers a Recorder collected: SecondOpinion (jsonschema.go) runs
+// Debian's python3-jsonschema on them.
 package apitest
 
 import (

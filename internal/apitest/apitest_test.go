@@ -242,3 +242,82 @@ func TestDocumentIsValidOpenAPI31(t *testing.T) {
 		}
 	}
 }
+
+// Check's rules beyond the answers' shapes and statuses, which the second
+// validator does not know: mismatches it lets pass.
+var checkOnlyRules = map[string]bool{
+	"another document":                true, // GET /v1/openapi.json answers docs/openapi.json
+	"empty body":                      true,
+	"JSON as text/plain":              true, // Content-Type: the recorder keeps JSON answers only
+	"ServeMux's text 404":             true,
+	"ServeMux's text 405":             true,
+	"unavailable without Retry-After": true, // headers
+	"Retry-After not a number":        true,
+	"404 of a known operation":        true, // 404 and 405 are listed for the requests that miss the operation
+	"405 of a known operation":        true,
+	"405 of a known GET":              true,
+}
+
+// asAnswer is a as the second validator takes it.
+func asAnswer(a answer) (Answer, bool) {
+	path, _, _ := strings.Cut(a.target, "?")
+	out := Answer{Method: a.method, Path: path, Status: a.status}
+	if a.method == "HEAD" {
+		return out, true
+	}
+	h := a.header
+	if h == nil {
+		h = jsonHeader
+	}
+	if !strings.HasPrefix(h.Get("Content-Type"), "application/json") || !json.Valid(a.body) {
+		return out, false
+	}
+	out.Body = a.body
+	return out, true
+}
+
+// TestSecondOpinionBites: the second validator (python3-jsonschema) passes
+// every valid answer and refuses every mismatch that is the answer's shape
+// or status (a deadlock without victims among them: the minItems beside a
+// $ref that draft-07 would ignore); events too.
+func TestSecondOpinionBites(t *testing.T) {
+	var answers []Answer
+	var names []string
+	var want []bool // valid
+	for _, a := range validAnswers(t) {
+		if x, ok := asAnswer(a); ok {
+			answers, names, want = append(answers, x), append(names, a.name), append(want, true)
+		}
+	}
+	for _, a := range mismatchedAnswers(t) {
+		if x, ok := asAnswer(a); ok && !checkOnlyRules[a.name] {
+			answers, names, want = append(answers, x), append(names, a.name), append(want, false)
+		}
+	}
+	events := []struct {
+		name  string
+		valid bool
+		data  string
+	}{
+		{"grant event", true, `{"id":3,"kind":"grant","at":1767225600,"lock":"L","client":"etl-a","token":1,"mode":"exclusive","expires_at":1767225630}`},
+		{"release event", true, `{"id":4,"kind":"release","at":1767225610,"lock":"L","client":"etl-a","token":1,"mode":"exclusive"}`},
+		{"event of an unknown kind", false, `{"id":3,"kind":"granted","at":1767225600,"lock":"L","client":"etl-a","token":1,"mode":"exclusive"}`},
+		{"event without its id", false, `{"kind":"grant","at":1767225600,"lock":"L","client":"etl-a","token":1,"mode":"exclusive"}`},
+	}
+	for _, e := range events {
+		answers, names, want = append(answers, Answer{Event: true, Body: json.RawMessage(e.data)}), append(names, e.name), append(want, e.valid)
+	}
+	each, document := Verdicts(t, answers)
+	for _, p := range document {
+		t.Errorf("docs/openapi.json: %s", p)
+	}
+	for i, v := range each {
+		switch {
+		case want[i] && v != "":
+			t.Errorf("%s: %s refused: %s", names[i], answers[i], v)
+		case !want[i] && v == "":
+			t.Errorf("%s: %s passed; want it refused", names[i], answers[i])
+		}
+	}
+	t.Logf("%d answers: %d valid, %d mismatches", len(answers), strings.Count(fmt.Sprint(want), "true"), strings.Count(fmt.Sprint(want), "false"))
+}
