@@ -10,7 +10,7 @@ case "${LEASEKEEPER_PREDECESSOR_ENDED:-}" in
 lapsed | revoked)
 	# The last holder lost its lease rather than release it: it may have
 	# stopped half-way. A real job would check its parts here first.
-	echo "the last holder's lease was $LEASEKEEPER_PREDECESSOR_ENDED, not released: its parts may be half written" >&2
+	echo "the last holder did not release the lock (its lease was $LEASEKEEPER_PREDECESSOR_ENDED): its parts may be half written" >&2
 	;;
 esac
 

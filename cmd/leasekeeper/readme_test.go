@@ -95,7 +95,7 @@ func TestReadmeExec(t *testing.T) {
 	if n := strings.Count(stdout.String(), "exported part-"); n != 3 {
 		t.Errorf("$ %s\nprinted %d parts, want 3:\n%s", example, n, stdout.String())
 	}
-	if !strings.Contains(stderr.String(), "was lapsed, not released") {
+	if !strings.Contains(stderr.String(), "did not release the lock (its lease was lapsed)") {
 		t.Errorf("$ %s\nthe job did not say that its predecessor's lease lapsed; standard error:\n%s", example, stderr.String())
 	}
 	r := runCLI(t, bin, s.url, "read", "exports/daily", "part-3")
