@@ -26,6 +26,7 @@ import (
 // and python3-jsonschema's (apitest.SecondOpinion), the events of
 // GET /v1/events too.
 func TestAnswersSecondOpinion(t *testing.T) {
+	t.Parallel()
 	apitest.NeedJSONSchema(t)
 	bin := buildBinary(t)
 	srv := startServe(t, bin, filepath.Join(t.TempDir(), "answers.db"))

@@ -64,6 +64,7 @@ func TestReadmePath(t *testing.T) {
 // waits for that lease to lapse, then examples/nightly-export.sh writes its
 // parts with the token exec hands it.
 func TestReadmeExec(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	var example string
 	lines, _ := readmeCommands(t)

@@ -98,6 +98,7 @@ func parseLogLine(format, line string) (map[string]string, error) {
 // robustness tests' reader (e2e.ReadAudit), as the PostgreSQL scenarios
 // read each server's standard error.
 func TestServeLogFormat(t *testing.T) {
+	t.Parallel()
 	bin := buildBinary(t)
 	audit := auditMessages(t)
 	for _, tc := range []struct {
