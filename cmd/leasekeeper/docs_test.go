@@ -63,7 +63,8 @@ var docsTestSpecs = []docsTestSpec{
 		path: "docs/cli.md",
 		covers: []string{"leasekeeper acquire", "leasekeeper renew", "leasekeeper release", "leasekeeper revoke", "leasekeeper unfence",
 			"leasekeeper inspect", "leasekeeper status", "leasekeeper locks", "leasekeeper write", "leasekeeper read",
-			"leasekeeper exec", "leasekeeper version", "leasekeeper watch", "--pretty", "--prefix", "--wait"},
+			"leasekeeper exec", "leasekeeper version", "leasekeeper watch", "--pretty", "--prefix", "--wait",
+			"leasekeeper completion bash", "leasekeeper completion fish"},
 	},
 }
 
@@ -77,7 +78,8 @@ type docExample struct {
 // TestDocsExamples runs the examples of docs/api.md and docs/cli.md with
 // bash, each document's against a new `leasekeeper serve` of its own, and
 // checks every command's exit status and output. The server's answers pass
-// through a proxy that checks them against docs/openapi.json.
+// through a proxy that checks them against docs/openapi.json, and then go
+// to the second validator (python3-jsonschema) too.
 func TestDocsExamples(t *testing.T) {
 	docsNeedTools(t)
 	bin := buildBinary(t)
@@ -86,8 +88,10 @@ func TestDocsExamples(t *testing.T) {
 			t.Parallel()
 			examples := readDocExamples(t, spec)
 			srv := startServe(t, bin, filepath.Join(t.TempDir(), "docs.db"))
-			proxy := docsProxy(t, srv.URL())
+			rec := &apitest.Recorder{}
+			proxy := docsProxy(t, srv.URL(), rec)
 			runDocExamples(t, spec.path, examples, bin, proxy)
+			t.Run("python3-jsonschema", func(t *testing.T) { apitest.SecondOpinion(t, rec.Answers()) })
 		})
 	}
 }
@@ -193,9 +197,9 @@ func readDocExamples(t *testing.T, spec docsTestSpec) []docExample {
 }
 
 // docsProxy returns the URL of a proxy to the server at base that checks
-// every answer against the OpenAPI document (the examples' curl and
-// leasekeeper commands talk to it).
-func docsProxy(t *testing.T, base string) string {
+// every answer against the OpenAPI document and records it in rec (the
+// examples' curl and leasekeeper commands talk to it).
+func docsProxy(t *testing.T, base string, rec *apitest.Recorder) string {
 	t.Helper()
 	target, err := url.Parse(base)
 	if err != nil {
@@ -203,7 +207,7 @@ func docsProxy(t *testing.T, base string) string {
 	}
 	proxy := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		Transport: apitest.New(t).Transport(t, nil),
+		Transport: rec.Transport(apitest.New(t).Transport(t, nil)),
 	})
 	t.Cleanup(proxy.Close)
 	return proxy.URL

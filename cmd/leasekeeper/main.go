@@ -44,6 +44,9 @@ overwrite its successor.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// cobra's own template would print "leasekeeper version 0.2.0": one
+	// answer for both ways of asking.
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.AddCommand(newRunCmd(), newBenchCmd(), newServeCmd(), newBackupCmd(), newVersionCmd())
 	root.AddCommand(clientCommands()...)
 	return root

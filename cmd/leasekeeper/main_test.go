@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -154,5 +155,69 @@ func TestBinaryOnPostgres(t *testing.T) {
 	out, err = exec.Command(bin, "backup", "--db", withPassword, filepath.Join(t.TempDir(), "copy.db")).CombinedOutput()
 	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "pg_dump") {
 		t.Errorf("backup of PostgreSQL: exit %d, output %q", code, out)
+	}
+}
+
+// TestVersionOneAnswer: `leasekeeper version` and `leasekeeper --version`
+// print the same line.
+func TestVersionOneAnswer(t *testing.T) {
+	var answers []string
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		root := newRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(args)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("leasekeeper %s: %v", strings.Join(args, " "), err)
+		}
+		answers = append(answers, out.String())
+	}
+	if want := versionLine() + "\n"; answers[0] != want || answers[1] != want {
+		t.Errorf("version printed %q, --version %q; want both %q", answers[0], answers[1], want)
+	}
+}
+
+// TestRunCheckVerdict: run --check says on standard error that the results
+// match, one line, on standard output the results alone; a difference says
+// nothing of a match.
+func TestRunCheckVerdict(t *testing.T) {
+	run := func(args ...string) (stdout, stderr string, err error) {
+		root := newRoot()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs(append([]string{"run"}, args...))
+		err = root.Execute()
+		return out.String(), errOut.String(), err
+	}
+	caseFile := filepath.Join(testutil.RepoRoot(t), "testdata", "golden", "example-inc-5127-replay.json")
+	b, err := os.ReadFile(caseFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct{ Want []json.RawMessage }
+	if err := json.Unmarshal(b, &c); err != nil || len(c.Want) < 2 {
+		t.Fatalf("%s: want %d results, %v", caseFile, len(c.Want), err)
+	}
+	stdout, stderr, err := run("--check", caseFile)
+	if want := fmt.Sprintf("%d results match the file's want\n", len(c.Want)); err != nil || stderr != want {
+		t.Errorf("run --check of a passing case: %v, standard error %q; want %q", err, stderr, want)
+	}
+	if _, derr := harness.Decode(strings.NewReader(stdout)); derr != nil {
+		t.Errorf("run --check printed on standard output what is not the results: %v\n%s", derr, stdout)
+	}
+	if _, stderr, _ := run(caseFile); stderr != "" {
+		t.Errorf("run without --check wrote to standard error: %q", stderr)
+	}
+
+	one := filepath.Join(t.TempDir(), "one.json")
+	os.WriteFile(one, []byte(`{"ops": [["status", 0, "x"]], "want": [{"age": null, "holds": [], "waiting": null}]}`), 0o644)
+	if _, stderr, err := run("--check", one); err != nil || stderr != "1 result matches the file's want\n" {
+		t.Errorf("run --check of a passing one-operation case: %v, standard error %q", err, stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"ops": [["status", 0, "x"]], "want": ["nope"]}`), 0o644)
+	if _, stderr, err := run("--check", bad); err == nil || strings.Contains(stderr, "match") {
+		t.Errorf("run --check of a failing case: %v, standard error %q", err, stderr)
 	}
 }

@@ -32,7 +32,8 @@ Each operation is [name, ts, args...], for example
   [["acquire", 0, "etl-a", "exports/daily", 30], ["inspect", 5, "exports/daily"]]
 Errors are results ("error: not holder"), never crashes. A case file
 {"ops": [...], "want": [...]} (as in testdata/golden) is accepted too: its ops
-are replayed, and with --check the results are compared with its want.
+are replayed, and with --check the results are compared with its want: a
+difference fails (exit 1), a match says so on standard error.
 
 The service's state lives in memory unless --db names a SQLite file or a
 PostgreSQL database (a postgres:// URL); it must be new or empty, and after
@@ -135,6 +136,13 @@ func runReplay(cmd *cobra.Command, in io.Reader, dbPath string, check, stmtStats
 	if check {
 		if diff := harness.Diff(input.Ops, input.Want, results); diff != "" {
 			return fmt.Errorf("results differ from want:\n%s", diff)
+		}
+		// A verdict on a pass too: results alone do not tell a passing
+		// check from one that was never asked for.
+		if len(results) == 1 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "1 result matches the file's want")
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d results match the file's want\n", len(results))
 		}
 	}
 	return nil

@@ -268,7 +268,7 @@ func TestTLSRoundTrip(t *testing.T) {
 			t.Errorf("the server's log holds a token:\n%s", logs)
 		}
 	}
-	if !strings.Contains(logs, "principal=etl") {
+	if !strings.Contains(logs, `"principal":"etl"`) {
 		t.Errorf("the server's log has no refusal of etl:\n%s", logs)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 
@@ -22,6 +21,7 @@ func newServeCmd() *cobra.Command {
 	var dbPath, listen, cpuProfile, auditLog string
 	var sec *securityFlags
 	var conn *connFlags
+	var logFormat *string
 	cmd := &cobra.Command{
 		Use:   "serve [--db FILE|URL] [--listen ADDR]",
 		Short: "Serve the lock service over HTTP on a durable SQLite file or PostgreSQL",
@@ -41,7 +41,11 @@ current state, requests already read finish, the database is closed.
 
 Connections are capped (--max-connections) and time out (--idle-timeout,
 --read-timeout, --write-timeout); a request refused before it is judged
-closes its connection (docs/deployment.md).`,
+closes its connection (docs/deployment.md).
+
+It logs to standard error, JSON lines by default (--log-format text for
+key=value lines), the audit log's lines among them unless --audit-log sends
+those to a file (docs/observability.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cpuProfile != "" {
@@ -51,7 +55,7 @@ closes its connection (docs/deployment.md).`,
 				}
 				defer stop()
 			}
-			return serve(cmd.Context(), cmd, dbPath, listen, auditLog, sec, conn)
+			return serve(cmd.Context(), cmd, dbPath, listen, auditLog, *logFormat, sec, conn)
 		},
 	}
 	sec = addSecurityFlags(cmd)
@@ -60,6 +64,7 @@ closes its connection (docs/deployment.md).`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on (port 0 picks a free one)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the server's run to this file")
 	cmd.Flags().StringVar(&auditLog, "audit-log", "", "append the audit log (JSON lines) to this file instead of standard error")
+	logFormat = addLogFormatFlag(cmd)
 	addQuotaFlags(cmd)
 	addFencingFlag(cmd)
 	addHistoryFlags(cmd)
@@ -81,8 +86,14 @@ func openAudit(cmd *cobra.Command, path string) (io.Writer, func() error, error)
 	return f, f.Close, nil
 }
 
-func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog string, sf *securityFlags, cf *connFlags) error {
-	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog, logFormat string, sf *securityFlags, cf *connFlags) error {
+	log, auditFormat, err := newServeLog(cmd.ErrOrStderr(), logFormat)
+	if err != nil {
+		return err
+	}
+	if auditLog != "" {
+		auditFormat = telemetry.JSON // a file of its own: read back at start (Recover)
+	}
 	sec, err := sf.setup(listen, log)
 	if err != nil {
 		return err
@@ -106,7 +117,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	}
 	var eng *engine.Engine // the gauges read it at each scrape, once serving
 	tel := telemetry.New(audit, func(ctx context.Context) (service.Gauges, error) { return eng.Gauges(ctx) },
-		telemetry.Options{Principals: sec.Authorizer != nil})
+		telemetry.Options{Principals: sec.Authorizer != nil, Format: auditFormat})
 	// FULL: WAL with synchronous=NORMAL survives a killed process but may
 	// lose the last commits on power loss; FULL syncs the WAL at every
 	// commit, so an acknowledged operation is on disk.
@@ -124,7 +135,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog str
 	srv := server.New(eng, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler()})
 	tel.ConnectionsFrom(conns.Open, conns.Max())
 	hs := cf.httpServer(srv.Handler(), conns, log)
-	fmt.Fprintf(cmd.ErrOrStderr(), "leasekeeper: listening on %s://%s (database %s)\n", sec.scheme(), ln.Addr(), repo.Redacted(dbPath))
+	log.Info("listening", "url", sec.scheme()+"://"+ln.Addr().String(), "database", repo.Redacted(dbPath))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	removeReady, err := writeReadyFile(cmd, ln.Addr())

@@ -383,7 +383,7 @@ func TestServeRefusalLogBounded(t *testing.T) {
 			t.Errorf("%s: %d lines and %d suppressed, want %d in all", name, lines, held, n)
 		}
 	}
-	count("server log", srv.Log(), "request refused: unauthenticated", regexp.MustCompile(`msg="suppressed \d+ refusals" suppressed=(\d+)`))
+	count("server log", srv.Log(), "request refused: unauthenticated", regexp.MustCompile(`"msg":"suppressed \d+ refusals","suppressed":(\d+)`))
 	audit, err := os.ReadFile(auditPath)
 	if err != nil {
 		t.Fatal(err)

@@ -23,9 +23,10 @@ func startServe(t *testing.T, bin, db string, extra ...string) *cluster.Server {
 	}
 	srv := cluster.Start(t, cluster.Options{Binary: bin, Dir: dir, DB: db, Args: extra}).Servers[0]
 	// The harness learned the address from --ready-file; what serve tells
-	// its operator must be the same URL, scheme included.
-	if want := "leasekeeper: listening on " + srv.URL() + " ("; !strings.Contains(srv.Log(), want) {
-		t.Fatalf("serve's log does not say %q:\n%s", want, srv.Log())
+	// its operator must be the same URL, scheme included, in either format.
+	json, text := `"msg":"listening","url":"`+srv.URL()+`"`, "msg=listening url="+srv.URL()+" "
+	if log := srv.Log(); !strings.Contains(log, json) && !strings.Contains(log, text) {
+		t.Fatalf("serve's log says neither %s nor %s:\n%s", json, text, log)
 	}
 	return srv
 }

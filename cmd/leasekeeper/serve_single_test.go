@@ -110,9 +110,9 @@ func TestServeOneServerPerFile(t *testing.T) {
 
 	srv.Stop()
 	srv.Start()
-	line := regexp.MustCompile(`(?m)^.*msg=database .*$`).FindString(srv.Log())
-	want := regexp.MustCompile(`^time=\S+ level=INFO msg=database file=` + regexp.QuoteMeta(db) +
-		` clock=(\d+) clock_utc=\S+Z locks=2 highest_token=2$`)
+	line := regexp.MustCompile(`(?m)^.*"msg":"database".*$`).FindString(srv.Log())
+	want := regexp.MustCompile(`^\{"time":"\S+","level":"INFO","msg":"database","file":` + regexp.QuoteMeta(strconv.Quote(db)) +
+		`,"clock":(\d+),"clock_utc":"\S+Z","locks":2,"highest_token":2\}$`)
 	if m := want.FindStringSubmatch(line); m == nil {
 		t.Errorf("the start-up line is %q, want it to match %s; the log:\n%s", line, want, srv.Log())
 	} else if clock, _ := strconv.ParseInt(m[1], 10, 64); clock < lastGrant.GrantedAt {

@@ -500,7 +500,8 @@ func passOn(name, path string) {
 		return
 	}
 	for line := range strings.Lines(string(b)) {
-		if !strings.HasPrefix(line, "leasekeeper: listening on ") {
+		// serve's listening line, JSON (its default) or text.
+		if !strings.Contains(line, `"msg":"listening"`) && !strings.Contains(line, " msg=listening ") {
 			fmt.Fprintf(os.Stderr, "%s: %s\n", name, strings.TrimSuffix(line, "\n"))
 		}
 	}

@@ -11,6 +11,10 @@
 // that status's schema (result objects allow no undocumented field), and
 // the headers the document describes must match theirs. A mismatch fails
 // the test with t.Errorf. Check does the same for one answer at hand.
+//
+// A second validator, another implementation of JSON Schema, checks
+// answers a Recorder collected: SecondOpinion (jsonschema.go) runs
+// Debian's python3-jsonschema on them.
 package apitest
 
 import (
@@ -71,7 +75,8 @@ func New(tb testing.TB) *Validator {
 }
 
 // The statuses, with their responses of components/responses, that a path
-// or a method the document does not have may answer: 404 or 405, or what a
+// or a method the document does not have may answer: 404 or 405 (405 on
+// /v1 paths only: another method of /metrics is an unknown path), or what a
 // server answers before it routes a request (401 with an auth file, 500,
 // 503 while it stops).
 var (
@@ -131,8 +136,12 @@ func (v *Validator) standIn(responses map[int]string) (*v3.PathItem, []int, erro
 // (the query string plays no part in the match). An answer to a path the
 // document does not have must be an Error with 404 (or 401, 500, 503); to
 // a method its path does not have, an Error with 405 (or 401, 500, 503).
-// The answer to HEAD is checked as GET's, but for its empty body. Check
-// also wants a Retry-After header with 503 unavailable, and GET
+// The operations list 404 and 405 too, for the requests that miss them
+// (components/responses NotFound and MethodNotAllowed say so): a request
+// that matches an operation is never answered 404 or 405 but by GET
+// /metrics on a server without metrics. The answer to HEAD is checked as
+// its operation's (GET's where the document has none) with an empty body.
+// Check also wants a Retry-After header with 503 unavailable, and GET
 // /v1/openapi.json to answer the document itself.
 func (v *Validator) Check(req *http.Request, status int, header http.Header, body []byte) error {
 	if req == nil || req.URL == nil {
@@ -155,6 +164,11 @@ func (v *Validator) Check(req *http.Request, status int, header http.Header, bod
 	case item == nil:
 		item, where = v.unknownPath, fmt.Sprintf("path %s is not in the document: ", path)
 		vreq.Method = http.MethodGet
+	case operation(item, method) == nil && !strings.HasPrefix(path, "/v1/"):
+		// Outside /v1 (GET /metrics), the server knows no other method:
+		// its answer is an unknown path's.
+		item, where = v.unknownPath, fmt.Sprintf("%s %s is not in the document: ", method, path)
+		vreq.Method = http.MethodGet
 	case operation(item, method) == nil:
 		item, where = v.unknownMethod, fmt.Sprintf("%s %s is not in the document: ", method, path)
 		vreq.Method = http.MethodGet
@@ -164,6 +178,9 @@ func (v *Validator) Check(req *http.Request, status int, header http.Header, bod
 		Header:     header,
 		Body:       io.NopCloser(bytes.NewReader(body)),
 		Request:    vreq,
+	}
+	if where == "" && (status == http.StatusMethodNotAllowed || status == http.StatusNotFound && path != "/metrics") {
+		return fmt.Errorf("apitest: %s %s answered %d: the document lists it for the requests that miss the operation, not for its own method and path", method, path, status)
 	}
 	if method != http.MethodHead && len(bytes.TrimSpace(body)) == 0 {
 		// The validator takes an empty body for an absent one, which every
@@ -204,10 +221,16 @@ func (v *Validator) Check(req *http.Request, status int, header http.Header, bod
 	return nil
 }
 
-// operation returns item's operation of method, GET's for HEAD, or nil.
+// operation returns item's operation of method, or nil; for HEAD, GET's
+// where item has no HEAD of its own (net/http answers HEAD as GET).
 func operation(item *v3.PathItem, method string) *v3.Operation {
 	switch method {
-	case http.MethodGet, http.MethodHead:
+	case http.MethodHead:
+		if item.Head != nil {
+			return item.Head
+		}
+		return item.Get
+	case http.MethodGet:
 		return item.Get
 	case http.MethodPost:
 		return item.Post

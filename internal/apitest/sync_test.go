@@ -5,6 +5,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -383,9 +385,35 @@ func TestDocumentRules(t *testing.T) {
 			if op["operationId"] == nil {
 				t.Errorf("%s %s has no operationId", method, path)
 			}
-			for status, r := range op["responses"].(map[string]any) {
-				if _, isRef := r.(map[string]any)["$ref"]; status != "200" && !isRef {
+			responses := op["responses"].(map[string]any)
+			for status, r := range responses {
+				r := r.(map[string]any)
+				_, isRef := r["$ref"]
+				switch {
+				case method == "head" && (isRef || r["content"] != nil):
+					t.Errorf("%s %s: the %s answer has a body (a $ref to components/responses has one)", method, path, status)
+				case method != "head" && status != "200" && !isRef:
 					t.Errorf("%s %s: the %s answer is not a $ref to components/responses", method, path, status)
+				}
+			}
+			// The answers to the requests that miss an operation, listed
+			// with it (api.md, Errors): another method of a /v1 path is
+			// answered 405, an unknown path 404.
+			if strings.HasPrefix(path, "/v1/") && method != "head" {
+				for status, name := range map[string]string{"404": "NotFound", "405": "MethodNotAllowed"} {
+					r, _ := responses[status].(map[string]any)
+					if r["$ref"] != "#/components/responses/"+name {
+						t.Errorf("%s %s: the %s answer is %v, want a $ref to components/responses/%s", method, path, status, r, name)
+					}
+				}
+			}
+			// The server reads a body as JSON whatever its Content-Type
+			// (curl -d sends application/x-www-form-urlencoded).
+			if body, ok := op["requestBody"].(map[string]any); ok {
+				content, _ := body["content"].(map[string]any)
+				json, any := content["application/json"], content["*/*"]
+				if json == nil || !reflect.DeepEqual(json, any) {
+					t.Errorf("%s %s: the request body's content is %v; want application/json and */*, with one schema", method, path, content)
 				}
 			}
 			sec, has := op["security"].([]any)
@@ -397,10 +425,109 @@ func TestDocumentRules(t *testing.T) {
 	}
 }
 
+// TestDocumentDialect: the document says which JSON Schema its schemas are
+// written in, 2020-12 (OpenAPI 3.1's); without jsonSchemaDialect tools
+// fall back to draft-07, where a $ref's siblings (AcquireDeadlock's
+// minItems on victims) are ignored.
+func TestDocumentDialect(t *testing.T) {
+	if got, want := rawDoc(t)["jsonSchemaDialect"], "https://json-schema.org/draft/2020-12/schema"; got != want {
+		t.Errorf("jsonSchemaDialect is %v, want %s", got, want)
+	}
+}
+
+// TestNoUnusedComponents: every response, schema and parameter of
+// components is referred to (MethodNotAllowed was defined and attached to
+// no operation): a component nothing uses says nothing of the server.
+func TestNoUnusedComponents(t *testing.T) {
+	doc := rawDoc(t)
+	used := map[string]bool{}
+	var walk func(node any)
+	walk = func(node any) {
+		switch n := node.(type) {
+		case map[string]any:
+			if ref, ok := n["$ref"].(string); ok {
+				used[ref] = true
+			}
+			for _, v := range n {
+				walk(v)
+			}
+		case []any:
+			for _, v := range n {
+				walk(v)
+			}
+		}
+	}
+	walk(doc)
+	// Event is the data of each message of GET /v1/events, whose
+	// text/event-stream OpenAPI 3.1 describes by no schema: the stream's
+	// description names it.
+	used["#/components/schemas/Event"] = true
+	for _, kind := range []string{"responses", "schemas", "parameters"} {
+		for name := range at(t, doc, "#/components/"+kind) {
+			if ref := "#/components/" + kind + "/" + name; !used[ref] {
+				t.Errorf("%s is used by nothing", ref)
+			}
+		}
+	}
+}
+
+// TestHistoryBeforeAsServerWants: the document's before of GET
+// /v1/history takes the values the server takes, a token (an integer >= 1)
+// for a lock or a client's cursor, and refuses the others, as libopenapi's
+// request validator reads it.
+func TestHistoryBeforeAsServerWants(t *testing.T) {
+	v := New(t)
+	for _, before := range []string{
+		"1", "2", "+3", "007", "9223372036854775807", "12,3,exports/daily", "0,1,a,b", "-5,1,L", "12,3,a\nb",
+		"0", "-1", "00", "x", "1.5", "1e3", " 1", "12,0,L", "12,3,", "x,3,L", "12,-3,L", ",3,L", "12,,L",
+	} {
+		q := url.Values{"lock": {"L"}, "before": {before}}
+		server := lk.HistoryRequest{Lock: "L", Before: before, Limit: 1}.Validate() == nil ||
+			lk.HistoryRequest{Client: "c", Before: before, Limit: 1}.Validate() == nil
+		req := httptest.NewRequest("GET", "/v1/history?"+q.Encode(), nil)
+		doc, errs := v.v.GetParameterValidator().ValidateQueryParams(req)
+		if doc != server {
+			var why []string
+			for _, e := range errs {
+				why = append(why, e.Message+": "+e.Reason)
+			}
+			t.Errorf("before=%q: the server takes it: %v; the document: %v %v", before, server, doc, why)
+		}
+	}
+}
+
 // TestDocumentVersion: info.version is the server's version, as GET
 // /v1/health tells it (docs/api.md): bump both together.
 func TestDocumentVersion(t *testing.T) {
 	if got := at(t, rawDoc(t), "#/info")["version"]; got != lk.Version {
 		t.Errorf("info.version is %v; lk.Version is %q", got, lk.Version)
 	}
+}
+
+// TestRequestBodiesAnyContentType: the document takes a request body
+// whatever its Content-Type, as the server does (curl -d sends
+// application/x-www-form-urlencoded), and as JSON of the operation's
+// schema. libopenapi's validator checks the schema of JSON media types
+// only, and takes a request without a Content-Type for one of an unknown
+// type: so the refusals are tried as JSON.
+func TestRequestBodiesAnyContentType(t *testing.T) {
+	v := New(t)
+	try := func(ct, body string, valid bool) {
+		t.Helper()
+		req := httptest.NewRequest("POST", "/v1/acquire", strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		ok, errs := v.v.GetRequestBodyValidator().ValidateRequestBody(req)
+		if ok != valid {
+			var why []string
+			for _, e := range errs {
+				why = append(why, e.Message+": "+e.Reason)
+			}
+			t.Errorf("POST /v1/acquire with Content-Type %q and %s: the document says valid %v, want %v %v", ct, body, ok, valid, why)
+		}
+	}
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "application/x-www-form-urlencoded", "text/plain"} {
+		try(ct, `{"client":"etl-a","lock":"exports/daily","ttl":30}`, true)
+	}
+	try("application/json", `{"client":"etl-a","lock":"exports/daily","ttl":"30"}`, false)
+	try("application/json", `{"client":"etl-a","lock":"exports/daily"}`, false)
 }

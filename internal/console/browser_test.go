@@ -59,12 +59,28 @@ func browserPath(t *testing.T) string {
 // context of one tab. The flags keep it off the network but for the
 // server: without them chromium's background connections (updates, sync,
 // QUIC probes) are refused many at a time on a closed network.
+//
+// Chromium makes a folder for its singleton socket, org.chromium.Chromium.*,
+// in $TMPDIR, and removes it only when it closes itself; chromedp kills
+// it, so each run left one behind per browser. Its $TMPDIR is therefore a
+// folder of the test's, removed with the test's other folders once the
+// browser is gone, and the test checks that the socket's folder is there
+// and then gone.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	path := browserPath(t)
+	// Cleanups run last first: this check after the folders' removal.
+	var socketDir string
+	t.Cleanup(func() {
+		if _, err := os.Stat(socketDir); socketDir != "" && !os.IsNotExist(err) {
+			t.Errorf("chromium's socket folder %s is still there after the test (%v)", socketDir, err)
+		}
+	})
+	profile, tmp := t.TempDir(), t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
+		chromedp.Env("TMPDIR=" + tmp),
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true), // CI runs as root
 		chromedp.Flag("disable-gpu", true),
@@ -82,10 +98,18 @@ func browser(t *testing.T) context.Context {
 	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
 	t.Cleanup(func() {
 		cancelTab()
-		cancelAlloc()
+		cancelAlloc() // waits for the browser to exit
 	})
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("starting %s: %v", path, err)
+	}
+	// The profile links to the socket (Linux); where the link is, the
+	// socket must be in the test's folder.
+	if socket, err := os.Readlink(filepath.Join(profile, "SingletonSocket")); err == nil {
+		socketDir = filepath.Dir(socket)
+		if filepath.Dir(socketDir) != tmp {
+			t.Fatalf("chromium put its socket in %s, outside the test's temporary folder %s: it would be left behind", socketDir, tmp)
+		}
 	}
 	return ctx
 }

@@ -51,10 +51,10 @@ type pendingGroup struct {
 	witnesses []service.Witness
 }
 
-func (a *aheadLog) start(w io.Writer) {
-	a.lines = slog.New(slog.NewJSONHandler(&a.buf, nil))
+func (a *aheadLog) start(w io.Writer, format Format) {
+	a.lines = slog.New(format.handler(&a.buf))
 	f, ok := w.(*os.File)
-	if !ok {
+	if !ok || format != JSON {
 		return
 	}
 	lines, torn, err := lastGroup(f.Name())

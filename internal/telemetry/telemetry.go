@@ -5,7 +5,8 @@
 // server.Observer, told about requests, refused requests and who acted as
 // which client id.
 //
-// The audit log is JSON lines through log/slog, one line per grant, lapse
+// The audit log is JSON lines through log/slog (or slog's text lines, to
+// share a standard error with text log lines), one line per grant, lapse
 // (naming the lapsed holder and its token), release, withdrawal, revocation,
 // deadlock abort (with the cycle found and what the victim lost), refused
 // stale write and refused request. No bearer token ever reaches it: the
@@ -42,6 +43,10 @@ type Options struct {
 	// file), and the audit lines of deadlock aborts name those of the
 	// victim and of the requester (Acted).
 	Principals bool
+	// Format is the audit lines' (JSON, the zero value, or Text). Only
+	// JSON lines are read back: with Text, New neither ends a torn last
+	// line nor has anything for Recover to settle.
+	Format Format
 }
 
 // Telemetry keeps metrics and writes the audit log.
@@ -86,10 +91,11 @@ var (
 // a "start" line.
 func New(audit io.Writer, gauges Gauges, opts Options) *Telemetry {
 	t := &Telemetry{reg: prometheus.NewRegistry(), principals: opts.Principals}
+	format := opts.Format
 	if audit != nil {
-		t.ahead.start(audit)
+		t.ahead.start(audit, format)
 		t.out = &flushWriter{w: bufio.NewWriterSize(audit, 64<<10)}
-		t.audit = slog.New(slog.NewJSONHandler(t.out, nil))
+		t.audit = slog.New(format.handler(t.out))
 		t.refusals = server.NewLogLimiter(server.RefusalLogRate, server.RefusalLogBurst, func(n int) {
 			t.log("refusals_suppressed", slog.Int("count", n))
 			t.flush()
