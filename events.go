@@ -16,6 +16,7 @@ const (
 	EventDeadlockAbort EventKind = "deadlock_abort" // a client was aborted as a deadlock victim (Abort says why)
 	EventStaleWrite    EventKind = "stale_write"    // the fenced store refused a write with Token, below Highest
 	EventUnfence       EventKind = "unfence"        // an admin set a lock's fence back from Highest to Token
+	EventFenceStale    EventKind = "fence_stale"    // a fence in a job's own database refused Token, Highest having written Resource (POST /v1/stale)
 	// EventReset is sent alone to a reader resuming from an id older than
 	// the server's buffer, or after events were lost: it must read the
 	// state again. EventOverflow ends the stream of a reader too slow for
@@ -45,7 +46,8 @@ type Event struct {
 	Abort        *Abort        `json:"abort,omitempty"`        // deadlock_abort
 	Requester    *string       `json:"requester,omitempty"`    // deadlock_abort: whose acquire found the cycle
 	Lost         []Holder      `json:"lost,omitempty"`         // deadlock_abort: the victim's leases, Client left out
-	Highest      int64         `json:"highest,omitempty"`      // stale_write, unfence
+	Highest      int64         `json:"highest,omitempty"`      // stale_write, unfence, fence_stale
+	Resource     string        `json:"resource,omitempty"`     // fence_stale: what the refused job wrote
 	// Truncated: predecessors, abort's cycle or lost lost their tail, so
 	// that the event fits a notification between servers on PostgreSQL.
 	Truncated bool `json:"truncated,omitempty"`
@@ -81,6 +83,7 @@ type eventTail struct {
 	Requester    *string       `json:"requester,omitempty"`
 	Lost         []Holder      `json:"lost,omitempty"`
 	Highest      int64         `json:"highest,omitempty"`
+	Resource     string        `json:"resource,omitempty"`
 	Truncated    bool          `json:"truncated,omitempty"`
 }
 
@@ -104,7 +107,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	}
 	tail, err := json.Marshal(eventTail{ExpiresAt: e.ExpiresAt, FromQueue: e.FromQueue,
 		Predecessors: e.Predecessors, Position: e.Position, Abort: e.Abort, Requester: e.Requester,
-		Lost: e.Lost, Highest: e.Highest, Truncated: e.Truncated})
+		Lost: e.Lost, Highest: e.Highest, Resource: e.Resource, Truncated: e.Truncated})
 	if err != nil {
 		return nil, err
 	}

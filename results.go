@@ -207,11 +207,15 @@ type LocksResult struct {
 }
 
 // HealthResult is GET /v1/health's answer: Clock is the last time the
-// server used, nil before its database served any operation.
+// server used, nil before its database served any operation. ServiceID is
+// the service's identity, created with its database (a recreated or
+// restored one has another): the key under which package fence keeps the
+// tokens this service granted (docs/fencing.md).
 type HealthResult struct {
-	Status  string `json:"status"`
-	Clock   *int64 `json:"clock"`
-	Version string `json:"version"`
+	Status    string `json:"status"`
+	Clock     *int64 `json:"clock"`
+	Version   string `json:"version"`
+	ServiceID string `json:"service_id,omitempty"`
 }
 
 // ReadyResult is GET /v1/ready's answer, given only while the server can

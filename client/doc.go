@@ -24,6 +24,27 @@
 // fenced store's tokens are what keep a late writer from overwriting its
 // successor.
 //
+// A job that needs several locks at once takes them with AcquireAll, in
+// one canonical order (by name, byte-wise) within one wait:
+//
+//	set, err := c.AcquireAll(ctx, []client.LockSpec{{Lock: "orders"}, {Lock: "invoices"}},
+//		client.AcquireOptions{Client: "etl-a", TTL: 30 * time.Second, Wait: 10 * time.Minute})
+//	if err != nil {
+//		return err // an *AcquireAllError naming the lock that failed; the others were released
+//	}
+//	defer set.Release(ctx)
+//
+// Taken one by one, etl-a holding orders and waiting for invoices while
+// etl-b holds invoices and waits for orders is a deadlock, which the
+// service breaks by aborting the younger (docs/contract.md section 4).
+// Taken in one order, both ask for invoices first, and neither is ever a
+// victim. The set's leases renew together; its Lost closes when any is
+// lost.
+//
+// A fence in the job's own database (package fence, docs/fencing.md)
+// checks the lease's token where the job writes; ReportStale tells the
+// server about a refusal, for its metric and console.
+//
 // Errors the server answers are *Error values, the API's error object
 // {"error": code, "message": ...} with its status, that errors.Is matches
 // against the sentinels (ErrNotHolder, ErrStaleToken, ...). Acquire's

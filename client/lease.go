@@ -29,6 +29,7 @@ type Lease struct {
 
 	stop context.CancelFunc
 	done chan struct{} // closed when the keep-alive has stopped
+	kick chan struct{} // a value: renew now (a LeaseSet aligning its leases)
 
 	mu        sync.Mutex
 	expiresAt time.Time
@@ -44,7 +45,7 @@ func startLease(c *Client, client, lock string, ttl time.Duration, g lk.AcquireR
 	l := &Lease{
 		c: c, client: client, lock: lock, ttl: ttl, token: g.Token, victims: g.Victims, grantedAt: time.Unix(g.GrantedAt, 0),
 		predecessors: g.Predecessors, aborts: g.Aborts,
-		stop: stop, done: make(chan struct{}), expiresAt: time.Unix(g.ExpiresAt, 0), lost: make(chan struct{}),
+		stop: stop, done: make(chan struct{}), kick: make(chan struct{}, 1), expiresAt: time.Unix(g.ExpiresAt, 0), lost: make(chan struct{}),
 	}
 	go l.keepAlive(ctx, base, renewNow)
 	return l
@@ -172,6 +173,13 @@ func (l *Lease) keepAlive(ctx context.Context, base time.Time, renewNow bool) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-l.kick:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
 		}
 		send := time.Now()
 		rctx, cancel := context.WithDeadline(ctx, expiry)

@@ -13,7 +13,7 @@ import (
 // must not exist yet, while other processes (a running server) go on using
 // src. VACUUM INTO reads one snapshot of a WAL database: the copy holds
 // exactly the transactions committed when it started, compacted, with no WAL
-// beside it.
+// beside it, and an identity of its own (renewServiceID).
 func Backup(ctx context.Context, src, dst string) error {
 	if _, err := os.Stat(src); err != nil {
 		return fmt.Errorf("backup: %w", err)
@@ -52,6 +52,9 @@ func Backup(ctx context.Context, src, dst string) error {
 		return fmt.Errorf("backup: %s is not a leasekeeper database: %w", src, err)
 	}
 	if _, err := db.ExecContext(ctx, intoSQL, dst); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if err := renewServiceID(ctx, dst, version); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	done = true

@@ -16,7 +16,9 @@ import lk "github.com/leasekeeper/leasekeeper"
 // at At, L1); a release; a renew (ExpiresAt is the new expiry); a stale
 // write refused (Token below Highest, L6); a queue entry (at Position); an
 // unfence (an administrator set the fence back from Highest to Token, the
-// lock's last issued token).
+// lock's last issued token); a fence in a job's own database (package
+// fence) refusing the client's Token on Lock, Highest having written
+// Resource (ReportStale, stale.go).
 
 // Event is something the service did, reported after its transaction
 // committed: what a server needs to answer blocked acquires, count and log.
@@ -38,7 +40,8 @@ type Event struct {
 	Cycle     []string    // lk.EventDeadlockAbort
 	Requester string      // lk.EventDeadlockAbort
 	Lost      []lk.Holder // lk.EventDeadlockAbort: the victim's leases, by lock name
-	Highest   int64       // lk.EventStaleWrite, lk.EventUnfence
+	Highest   int64       // lk.EventStaleWrite, lk.EventUnfence, lk.EventFenceStale
+	Resource  string      // lk.EventFenceStale
 	By        string      // lk.EventUnfence: the principal that asked, "" when unknown
 	// Position is the queue entry an event concerns (lk.EventQueue, a
 	// FromQueue lk.EventGrant, lk.EventWithdraw, and lk.EventDeadlockAbort of a waiting
@@ -62,7 +65,7 @@ type Event struct {
 func (e Event) API() lk.Event {
 	out := lk.Event{ID: e.ID, Kind: e.Kind, At: e.At, Lock: e.Lock, Token: e.Token,
 		ExpiresAt: e.ExpiresAt, FromQueue: e.FromQueue, Position: e.Position, Lost: e.Lost, Highest: e.Highest,
-		Predecessors: e.Predecessors, Abort: e.Abort, Truncated: e.Truncated}
+		Resource: e.Resource, Predecessors: e.Predecessors, Abort: e.Abort, Truncated: e.Truncated}
 	if e.Client != "" {
 		out.Client = &e.Client
 	}

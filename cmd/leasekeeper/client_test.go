@@ -41,6 +41,11 @@ func TestClientCLI(t *testing.T) {
 		{"exec-status", testExecStatus},
 		{"exec-not-obtained", testExecNotObtained},
 		{"exec-signal", testExecSignal},
+		{"exec-several-env", testExecSeveralEnv},
+		{"exec-several-wait", testExecSeveralWait},
+		{"exec-several-aborted", testExecSeveralAborted},
+		{"exec-several-lost", testExecSeveralLost},
+		{"exec-several-usage", testExecSeveralUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -323,8 +328,8 @@ func testCLIUsage(t *testing.T, bin string) {
 		{"write", "L", "k", "v"}, // no --token
 		{"read", "L"},
 		{"inspect", "L", "--bogus"},
-		{"exec", "L", "--client", "a", "--ttl", "5"},                    // no command
-		{"exec", "L", "M", "--client", "a", "--ttl", "5", "--", "true"}, // two args before --
+		{"exec", "L", "--client", "a", "--ttl", "5"},          // no command
+		{"exec", "--client", "a", "--ttl", "5", "--", "true"}, // no lock before --
 		{"exec", "L", "--client", "a", "--ttl", "5", "--grace", "-1", "--", "true"},
 	} {
 		if r := runCLI(t, bin, s.url, args...); r.code != 2 || r.stdout != "" || r.stderr == "" {

@@ -49,6 +49,7 @@ type docsTestSpec struct {
 	// trimmed) is an example that would not run: refused. "" for none.
 	outside string
 	covers  []string // each in at least one command
+	tools   []string // beyond bash, curl and jq, that the examples run
 }
 
 var docsTestSpecs = []docsTestSpec{
@@ -57,14 +58,20 @@ var docsTestSpecs = []docsTestSpec{
 		outside: "curl ",
 		covers: []string{"/v1/acquire", "/v1/renew", "/v1/release", "/v1/revoke", "/v1/unfence", "/v1/write", "/v1/read",
 			"/v1/inspect", "/v1/status", "/v1/locks", "/v1/health", "/v1/openapi.json", "/metrics", `"wait"`,
-			"limit=", "after=", "prefix=", "/v1/events"},
+			"limit=", "after=", "prefix=", "/v1/events", "/v1/stale"},
 	},
 	{
 		path: "docs/cli.md",
 		covers: []string{"leasekeeper acquire", "leasekeeper renew", "leasekeeper release", "leasekeeper revoke", "leasekeeper unfence",
 			"leasekeeper inspect", "leasekeeper status", "leasekeeper locks", "leasekeeper write", "leasekeeper read",
 			"leasekeeper exec", "leasekeeper version", "leasekeeper watch", "--pretty", "--prefix", "--wait",
-			"leasekeeper completion bash", "leasekeeper completion fish"},
+			"leasekeeper completion bash", "leasekeeper completion fish", "leasekeeper fence install", "leasekeeper fence sql", "--shared-lock", "LEASEKEEPER_LOCKS"},
+		tools: []string{"sqlite3"},
+	},
+	{
+		path:   "docs/fencing.md",
+		covers: []string{"leasekeeper fence install", "leasekeeper fence sql", "leasekeeper exec", "--print"},
+		tools:  []string{"sqlite3"},
 	},
 }
 
@@ -81,11 +88,12 @@ type docExample struct {
 // through a proxy that checks them against docs/openapi.json, and then go
 // to the second validator (python3-jsonschema) too.
 func TestDocsExamples(t *testing.T) {
-	docsNeedTools(t)
+	docsNeedTools(t, "curl", "jq")
 	bin := buildBinary(t)
 	for _, spec := range docsTestSpecs {
 		t.Run(filepath.Base(spec.path), func(t *testing.T) {
 			t.Parallel()
+			docsNeedTools(t, spec.tools...)
 			examples := readDocExamples(t, spec)
 			srv := startServe(t, bin, filepath.Join(t.TempDir(), "docs.db"))
 			rec := &apitest.Recorder{}
@@ -96,15 +104,15 @@ func TestDocsExamples(t *testing.T) {
 	}
 }
 
-// docsNeedTools skips the test when curl or jq is missing, but in CI (CI
+// docsNeedTools skips the test when one of tools is missing, but in CI (CI
 // set), which never skips: .ci/run installs them.
-func docsNeedTools(t *testing.T) {
+func docsNeedTools(t *testing.T, tools ...string) {
 	t.Helper()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Fatalf("the documents' examples run with bash: %v", err)
 	}
 	var missing []string
-	for _, tool := range []string{"curl", "jq"} {
+	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing = append(missing, tool)
 		}
@@ -112,8 +120,8 @@ func docsNeedTools(t *testing.T) {
 	if len(missing) == 0 {
 		return
 	}
-	msg := fmt.Sprintf("the examples of docs/api.md and docs/cli.md need %s, not found on PATH (apt-get install curl jq)",
-		strings.Join(missing, " and "))
+	msg := fmt.Sprintf("the documents' examples need %s, not found on PATH (apt-get install %s)",
+		strings.Join(missing, " and "), strings.Join(missing, " "))
 	if os.Getenv("CI") != "" {
 		t.Fatal(msg + "; CI never skips them")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,9 +30,10 @@ const (
 
 func newExecCmd() *cobra.Command {
 	var grace int64
+	var sharedLocks []string
 	cmd := &cobra.Command{
-		Use:   "exec LOCK --client ID --ttl N [--shared] [--wait SECONDS] [--grace SECONDS] -- COMMAND [ARGS...]",
-		Short: "Run a command while holding a lock, like flock(1) for the fleet",
+		Use:   "exec LOCK [LOCK...] --client ID --ttl N [--shared] [--shared-lock LOCK]... [--wait SECONDS] [--grace SECONDS] -- COMMAND [ARGS...]",
+		Short: "Run a command while holding a lock, or several, like flock(1) for the fleet",
 		Long: `exec acquires LOCK for --client (waiting up to --wait seconds), runs COMMAND
 while it keeps the lease alive, renewing it about every third of --ttl, and
 releases the lock when COMMAND exits. COMMAND's standard input, output and
@@ -39,6 +42,13 @@ error are exec's own; its environment has, besides exec's:
   LEASEKEEPER_LOCK     the lock
   LEASEKEEPER_CLIENT   the client
   LEASEKEEPER_TOKEN    the lease's fencing token, for the fenced store
+                       and for 'leasekeeper fence sql'
+  LEASEKEEPER_LOCKS    the locks, as a JSON array of strings
+  LEASEKEEPER_TOKENS   their tokens, a JSON array in the same order
+  LEASEKEEPER_SERVICE_ID
+                       the service's identity (GET /v1/health's service_id),
+                       the key of 'leasekeeper fence sql''s check; absent
+                       when the server tells none
   LEASEKEEPER_SERVER   the server's URL
   LEASEKEEPER_CA_FILE  the CA file of --ca-file (or of exec's own environment),
                        as an absolute path, for an https server
@@ -78,18 +88,33 @@ Exit status:
   126, 127           COMMAND could not be started, or was not found
   128+N              exec received signal N before COMMAND started
 
-Messages about all of these go to standard error.`,
+Messages about all of these go to standard error.
+
+Several locks (exec A B C -- COMMAND; the -- is then required) are taken in
+one canonical order, by name byte-wise, whatever the order given, within
+one --wait for them all: jobs that all take their locks this way never
+deadlock. They are renewed together and released together. --shared makes
+every lock shared; --shared-lock LOCK (repeated) makes only those shared.
+LEASEKEEPER_LOCKS and LEASEKEEPER_TOKENS list them in canonical order, and
+LEASEKEEPER_LOCK and LEASEKEEPER_TOKEN are set only with one lock. A
+failure part-way (the wait ran out, a lock taken was lost during the wait,
+or a client that takes its locks in another order made this one a deadlock
+victim: 76) releases the locks taken and names the lock that failed; a
+lease of the set lost while COMMAND runs is 77.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			// Without --, the first argument is the lock and the rest the
+			// command (exec LOCK CMD...): several locks need the --.
 			dash := cmd.ArgsLenAtDash()
-			if len(args) < 2 || (dash != -1 && dash != 1) {
-				return usageError{fmt.Errorf("exec takes LOCK, then -- and the command to run")}
+			if (dash == -1 && len(args) >= 2) || (dash >= 1 && len(args) > dash) {
+				return nil
 			}
-			return nil
+			return usageError{fmt.Errorf("exec takes LOCK (or several), then -- and the command to run")}
 		},
 	}
 	options := acquireFlags(cmd, "the lease's length in seconds (required); it is renewed every third",
 		"seconds to wait for the lock while queued")
 	cmd.Flags().Int64Var(&grace, "grace", 10, "seconds between SIGTERM and SIGKILL when the lease is lost")
+	cmd.Flags().StringArrayVar(&sharedLocks, "shared-lock", nil, "of several locks, take this one shared (repeat for more)")
 	return clientCmd(cmd, -1, func(cmd *cobra.Command, args []string, c *client.Client) error {
 		opts, err := options(cmd)
 		if err != nil {
@@ -99,9 +124,21 @@ Messages about all of these go to standard error.`,
 		if err != nil || g < 0 {
 			return usageError{fmt.Errorf("--grace must be a number of seconds >= 0")}
 		}
+		nlocks := 1
+		if dash := cmd.ArgsLenAtDash(); dash > 1 {
+			nlocks = dash
+		}
+		locks, err := execLocks(args[:nlocks], opts.Shared, sharedLocks)
+		if err != nil {
+			return err
+		}
+		opts.Shared = locks[0].Shared
 		e := &execution{
-			c: c, lock: args[0], argv: args[1:], opts: opts, grace: g, caFile: commandCAFile(cmd, c),
+			c: c, lock: locks[0].Lock, argv: args[nlocks:], opts: opts, grace: g, caFile: commandCAFile(cmd, c),
 			stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
+		}
+		if len(locks) > 1 {
+			e.locks = locks
 		}
 		code := e.run()
 		if code != 0 {
@@ -111,10 +148,32 @@ Messages about all of these go to standard error.`,
 	})
 }
 
+// execLocks are exec's locks in canonical order, with their modes: all
+// shared with --shared, those of --shared-lock shared otherwise.
+func execLocks(names []string, allShared bool, sharedLocks []string) ([]client.LockSpec, error) {
+	specs := make([]client.LockSpec, len(names))
+	for i, n := range names {
+		specs[i] = client.LockSpec{Lock: n, Shared: allShared || slices.Contains(sharedLocks, n)}
+	}
+	for _, s := range sharedLocks {
+		if !slices.Contains(names, s) {
+			return nil, usageError{fmt.Errorf("--shared-lock %q is not one of the locks", s)}
+		}
+	}
+	specs = client.CanonicalOrder(specs)
+	for i := 1; i < len(specs); i++ {
+		if specs[i].Lock == specs[i-1].Lock {
+			return nil, usageError{fmt.Errorf("lock %q is given twice", specs[i].Lock)}
+		}
+	}
+	return specs, nil
+}
+
 // execution is one run of exec.
 type execution struct {
 	c      *client.Client
-	lock   string
+	lock   string            // the lock; with several, the first in canonical order
+	locks  []client.LockSpec // several locks, in canonical order; nil for one
 	argv   []string
 	opts   client.AcquireOptions
 	grace  time.Duration
@@ -128,6 +187,25 @@ func (e *execution) logf(format string, args ...any) {
 	fmt.Fprintf(e.stderr, "leasekeeper: exec: "+format+"\n", args...)
 }
 
+// held is what exec holds: one *client.Lease, or a *client.LeaseSet.
+type held interface {
+	Lost() <-chan struct{}
+	Err() error
+	Release(ctx context.Context) error
+}
+
+// names is the lock, or the locks, for a message.
+func (e *execution) names() string {
+	if e.locks == nil {
+		return strconv.Quote(e.lock)
+	}
+	q := make([]string, len(e.locks))
+	for i, l := range e.locks {
+		q[i] = strconv.Quote(l.Lock)
+	}
+	return strings.Join(q, ", ")
+}
+
 // run acquires, runs the command under the lease and releases; it returns
 // the exit status (see the command's help).
 func (e *execution) run() int {
@@ -137,32 +215,59 @@ func (e *execution) run() int {
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
-	lease, code := e.acquire(sigs)
-	if lease == nil {
+	h, leases, code := e.acquire(sigs)
+	if h == nil {
 		return code
 	}
-	code = e.runCommand(lease, sigs)
-	lost := lease.Err() != nil // before Release, which ends the lease too
+	code = e.runCommand(h, leases, sigs)
+	lost := h.Err() != nil // before Release, which ends the lease too
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := lease.Release(ctx); err != nil && !lost {
-		e.logf("releasing %q: %v (the lease lapses at %s)", e.lock, err, lease.ExpiresAt().Format(time.RFC3339))
+	err := h.Release(ctx)
+	switch {
+	case err == nil, lost:
+	case errors.Is(err, client.ErrNotHolder):
+		// The lease ended before the command did, unnoticed: exec (and
+		// its keep-alive) stalled with it past the lease (a SIGSTOP, a
+		// paused machine), and the command may have worked without
+		// the lock.
+		e.logf("the lease on %s had ended before the command did (released: %v)", e.names(), err)
+		return exitLost
+	default:
+		e.logf("releasing %s: %v (the lease lapses at %s)", e.names(), err, leases[0].ExpiresAt().Format(time.RFC3339))
 	}
 	return code
 }
 
-// acquire takes the lock, or returns the exit status saying why not.
-func (e *execution) acquire(sigs <-chan os.Signal) (*client.Lease, int) {
+// acquire takes the lock (or the locks), or returns the exit status saying
+// why not.
+func (e *execution) acquire(sigs <-chan os.Signal) (held, []*client.Lease, int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type result struct {
-		lease *client.Lease
-		err   error
+		lease  held
+		leases []*client.Lease
+		err    error
 	}
 	done := make(chan result, 1)
 	go func() {
+		if e.locks != nil {
+			opts := e.opts
+			opts.Shared = false
+			set, err := e.c.AcquireAll(ctx, e.locks, opts)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			done <- result{set, set.Leases(), nil}
+			return
+		}
 		l, err := e.c.Acquire(ctx, e.lock, e.opts)
-		done <- result{l, err}
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{l, []*client.Lease{l}, nil}
 	}()
 	stopWatching := func() {}
 	if e.opts.Wait > 0 {
@@ -180,9 +285,9 @@ func (e *execution) acquire(sigs <-chan os.Signal) (*client.Lease, int) {
 		case again := <-sigs:
 			// The withdraw waits for a server that does not answer: a
 			// second signal leaves at once, and says what may be left.
-			e.logf("interrupted again by %v while withdrawing the request: %s may stay queued for %q until released (leasekeeper release %s --client %s)",
-				again, e.opts.Client, e.lock, e.lock, e.opts.Client)
-			return nil, 128 + signalNumber(again)
+			e.logf("interrupted again by %v while withdrawing the request: %s may stay queued for %s until released (leasekeeper release LOCK --client %s)",
+				again, e.opts.Client, e.names(), e.opts.Client)
+			return nil, nil, 128 + signalNumber(again)
 		}
 		if r.lease != nil {
 			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -191,43 +296,55 @@ func (e *execution) acquire(sigs <-chan os.Signal) (*client.Lease, int) {
 		}
 		var unknown *client.UnknownOutcomeError
 		if errors.As(r.err, &unknown) && unknown.WithdrawErr != nil {
-			e.logf("interrupted by %v while acquiring %q: %v", sig, e.lock, unknown)
+			e.logf("interrupted by %v while acquiring %s: %v", sig, e.names(), unknown)
 		} else {
-			e.logf("interrupted by %v while acquiring %q", sig, e.lock)
+			e.logf("interrupted by %v while acquiring %s", sig, e.names())
 		}
-		return nil, 128 + signalNumber(sig)
+		return nil, nil, 128 + signalNumber(sig)
+	}
+	// With several locks, the messages name the one that failed; the
+	// others were released.
+	lock, err := e.lock, r.err
+	var part *client.AcquireAllError
+	if errors.As(err, &part) {
+		lock, err = part.Lock, part.Err
+		defer e.logf("the locks already taken were released")
+		if part.Lost {
+			e.logf("the lease on %q was lost while a later lock was awaited: %v", lock, err)
+			return nil, nil, exitLost
+		}
 	}
 	var res *client.Error
 	var unknown *client.UnknownOutcomeError
 	var queued *client.QueuedError
-	switch err := r.err; {
+	switch {
 	case err == nil:
-		return r.lease, 0
+		return r.lease, r.leases, 0
 	case errors.As(err, &unknown) && unknown.WithdrawErr == nil:
 		// The server died or failed during the acquire, and then
 		// confirmed the withdraw: not obtained, as if the wait had run out.
-		e.logf("%q not obtained: %v", e.lock, err)
-		return nil, exitQueued
+		e.logf("%q not obtained: %v", lock, err)
+		return nil, nil, exitQueued
 	case errors.As(err, &unknown):
 		e.logf("no answer from the server: %v", err)
-		return nil, exitNoAnswer
+		return nil, nil, exitNoAnswer
 	case errors.As(err, &queued) && queued.WithdrawErr != nil:
 		// Still queued, and the withdraw was never confirmed: the client
 		// may stay queued, which 75 would deny.
-		e.logf("%q not obtained, and the request may still be queued: %v", e.lock, err)
-		return nil, exitNoAnswer
+		e.logf("%q not obtained, and the request may still be queued: %v", lock, err)
+		return nil, nil, exitNoAnswer
 	case errors.Is(err, client.ErrQueued):
-		e.logf("%q not obtained: %v when the wait ran out", e.lock, err)
-		return nil, exitQueued
+		e.logf("%q not obtained: %v when the wait ran out", lock, err)
+		return nil, nil, exitQueued
 	case errors.Is(err, client.ErrDeadlock):
-		e.logf("%q not obtained: %v", e.lock, err)
-		return nil, exitDeadlock
+		e.logf("%q not obtained: %v", lock, err)
+		return nil, nil, exitDeadlock
 	case errors.Is(err, client.ErrWithdrawn), errors.As(err, &res):
-		e.logf("%q not obtained: %v", e.lock, err)
-		return nil, exitErrorResult
+		e.logf("%q not obtained: %v", lock, err)
+		return nil, nil, exitErrorResult
 	default:
 		e.logf("no answer from the server: %v", err)
-		return nil, exitNoAnswer
+		return nil, nil, exitNoAnswer
 	}
 }
 
@@ -269,11 +386,11 @@ func (e *execution) watchPosition() (stop func()) {
 			switch {
 			case errors.As(err, &ce) && ce.Status >= 400 && ce.Status < 500 && ce.Status != http.StatusTooManyRequests:
 				return // refused (a principal without status, say): asking again would not help
-			case err != nil, ctx.Err() != nil, st.Waiting == nil, st.Waiting.Lock != e.lock:
+			case err != nil, ctx.Err() != nil, st.Waiting == nil, !e.has(st.Waiting.Lock):
 				continue
 			}
 			if p := st.Waiting.Position; p != last || time.Since(printed) >= positionRepeat {
-				e.logf("waiting for %q: position %d", e.lock, p)
+				e.logf("waiting for %q: position %d", st.Waiting.Lock, p)
 				last, printed = p, time.Now()
 			}
 		}
@@ -284,22 +401,64 @@ func (e *execution) watchPosition() (stop func()) {
 	}
 }
 
-// runCommand runs the command while lease is kept and returns its exit
-// status, or exitLost when the lease was lost meanwhile.
-func (e *execution) runCommand(lease *client.Lease, sigs <-chan os.Signal) int {
-	cmd := exec.Command(e.argv[0], e.argv[1:]...)
-	cmd.Env = append(withoutEnv(os.Environ(), predecessorEnv),
-		"LEASEKEEPER_LOCK="+e.lock,
+// has reports whether lock is one of exec's.
+func (e *execution) has(lock string) bool {
+	if e.locks == nil {
+		return lock == e.lock
+	}
+	return slices.ContainsFunc(e.locks, func(l client.LockSpec) bool { return l.Lock == lock })
+}
+
+// commandEnv is the command's environment: exec's own, less what an outer
+// exec set, with the locks, their tokens and the service's identity.
+func (e *execution) commandEnv(leases []*client.Lease) []string {
+	env := os.Environ()
+	for _, name := range []string{predecessorEnv, "LEASEKEEPER_LOCK", "LEASEKEEPER_TOKEN", locksEnv, tokensEnv, serviceIDEnv} {
+		env = withoutEnv(env, name)
+	}
+	names := make([]string, len(leases))
+	tokens := make([]int64, len(leases))
+	var preds []lk.Predecessor
+	for i, l := range leases {
+		names[i], tokens[i] = l.Lock(), l.Token()
+		preds = append(preds, l.Predecessors()...)
+	}
+	locksJSON, _ := json.Marshal(names)
+	tokensJSON, _ := json.Marshal(tokens)
+	env = append(env,
 		"LEASEKEEPER_CLIENT="+e.opts.Client,
-		"LEASEKEEPER_TOKEN="+strconv.FormatInt(lease.Token(), 10),
 		"LEASEKEEPER_SERVER="+e.c.BaseURL(),
+		locksEnv+"="+string(locksJSON),
+		tokensEnv+"="+string(tokensJSON),
 	)
+	if len(leases) == 1 {
+		env = append(env, "LEASEKEEPER_LOCK="+e.lock, "LEASEKEEPER_TOKEN="+strconv.FormatInt(leases[0].Token(), 10))
+	}
+	// The identity is read once the locks are held: the server answered a
+	// moment ago. One that does not tell it (an older server) leaves it out.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	h, err := e.c.Health(ctx)
+	cancel()
+	switch {
+	case err != nil:
+		e.logf("reading the server's identity: %v (%s is not set)", err, serviceIDEnv)
+	case h.ServiceID != "":
+		env = append(env, serviceIDEnv+"="+h.ServiceID)
+	}
 	if e.caFile != "" {
-		cmd.Env = append(cmd.Env, caFileEnv+"="+e.caFile)
+		env = append(env, caFileEnv+"="+e.caFile)
 	}
-	if worst := lk.WorstEnding(lease.Predecessors()); worst != "" {
-		cmd.Env = append(cmd.Env, predecessorEnv+"="+string(worst))
+	if worst := lk.WorstEnding(preds); worst != "" {
+		env = append(env, predecessorEnv+"="+string(worst))
 	}
+	return env
+}
+
+// runCommand runs the command while the lease (or the set) is kept and
+// returns its exit status, or exitLost when a lease was lost meanwhile.
+func (e *execution) runCommand(lease held, leases []*client.Lease, sigs <-chan os.Signal) int {
+	cmd := exec.Command(e.argv[0], e.argv[1:]...)
+	cmd.Env = e.commandEnv(leases)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
@@ -322,7 +481,7 @@ wait:
 			break wait
 		case <-lostCh:
 			lostCh = nil
-			e.logf("the lease on %q was lost (%v): sending SIGTERM to the command", e.lock, lease.Err())
+			e.logf("the lease on %s was lost (%v): sending SIGTERM to the command", e.names(), lease.Err())
 			signalGroup(cmd, syscall.SIGTERM)
 			kill = time.After(e.grace)
 		case <-kill:
@@ -339,7 +498,7 @@ wait:
 	case lease.Err() != nil:
 		// Lost as the command ended: it may have worked without the lock
 		// for a while.
-		e.logf("the lease on %q was lost while the command ran (%v); the command ended: %v", e.lock, lease.Err(), describeExit(werr))
+		e.logf("the lease on %s was lost while the command ran (%v); the command ended: %v", e.names(), lease.Err(), describeExit(werr))
 		return exitLost
 	}
 	return commandStatus(cmd.ProcessState)

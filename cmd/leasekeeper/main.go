@@ -49,5 +49,6 @@ overwrite its successor.`,
 	root.SetVersionTemplate(versionLine() + "\n")
 	root.AddCommand(newRunCmd(), newBenchCmd(), newServeCmd(), newBackupCmd(), newVersionCmd())
 	root.AddCommand(clientCommands()...)
+	root.AddCommand(newFenceCmd())
 	return root
 }

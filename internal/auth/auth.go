@@ -29,6 +29,7 @@
 //	unfence                   -                -        yes
 //	write, read               yes              read     yes
 //	status                    own client ids   any      any
+//	stale (a fence's refusal) own client ids   -        any client id
 //	history of a client       own client ids   any      any
 //	history of a lock         own ids' rows    yes      yes
 //	events of a client        own client ids   any      any
@@ -115,7 +116,7 @@ func Allowed(role Role, op string) bool {
 	switch op {
 	case "health", "ready", "openapi", "console":
 		return true
-	case "acquire", "renew", "release", "write":
+	case "acquire", "renew", "release", "write", "stale":
 		return role == RoleClient || role == RoleAdmin
 	case "read", "status", "history", "events":
 		return role == RoleClient || role == RoleReader || role == RoleAdmin
@@ -157,7 +158,7 @@ func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denia
 // asks.
 func actsAsClient(op string) bool {
 	switch op {
-	case "acquire", "renew", "release", "revoke", "status", "history", "events":
+	case "acquire", "renew", "release", "revoke", "status", "history", "events", "stale":
 		return true
 	}
 	return false

@@ -169,6 +169,9 @@ var endpoints = []endpoint{
 	{"unfence", false, nothing, func(l, c string) (string, string, string) {
 		return "POST", "/v1/unfence", fmt.Sprintf(`{"lock": %q}`, l)
 	}, `{"outcome":"ok","was":0,"highest":0}`},
+	{"stale", true, holding, func(l, c string) (string, string, string) {
+		return "POST", "/v1/stale", fmt.Sprintf(`{"client": %q, "lock": %q, "token": 1, "newer": 2, "resource": "r"}`, c, l)
+	}, `{"outcome":"ok"}`},
 	{"status", true, holding, func(l, c string) (string, string, string) {
 		return "GET", "/v1/status?client=" + c, ""
 	}, `{"client":"`},
@@ -241,10 +244,10 @@ func want(s subject, op, client string) int {
 	}
 	ok := map[auth.Role]map[string]bool{
 		auth.RoleClient: {"acquire": true, "renew": true, "release": true, "status": true, "write": true, "read": true,
-			"history": true, "history-of-lock": true},
+			"history": true, "history-of-lock": true, "stale": true},
 		auth.RoleReader: {"status": true, "read": true, "inspect": true, "locks": true, "metrics": true,
 			"history": true, "history-of-lock": true, "store": true, "graph": true},
-		auth.RoleAdmin: {"acquire": true, "renew": true, "release": true, "revoke": true, "unfence": true, "status": true,
+		auth.RoleAdmin: {"acquire": true, "renew": true, "release": true, "revoke": true, "unfence": true, "status": true, "stale": true,
 			"write": true, "read": true, "inspect": true, "locks": true, "metrics": true,
 			"history": true, "history-of-lock": true, "store": true, "graph": true},
 	}[s.role][op]

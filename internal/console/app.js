@@ -529,7 +529,10 @@
       parts.push('after ' + e.predecessors.map((p) => p.ended + ' #' + p.token + ' of ' + (p.client === null ? '(hidden)' : p.client)).join(', '));
     }
     if (e.abort) parts.push('victim ' + (e.abort.victim === null ? '(hidden)' : e.abort.victim));
-    if (e.highest) parts.push('highest ' + e.highest);
+    // A fence in a job's own database (fence_stale) names the newer token
+    // that had written, and what: beside the fenced store's stale_write.
+    if (e.highest) parts.push((e.kind === 'fence_stale' ? 'newer ' : 'highest ') + e.highest);
+    if (e.resource) parts.push('on ' + e.resource);
     return parts.join(' ');
   }
 

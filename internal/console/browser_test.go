@@ -439,6 +439,30 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("fence refusals", func(t *testing.T) {
+		// The fenced store's own refusal and a job's fence's (POST
+		// /v1/stale), side by side in the events, both marked.
+		resp, err := http.Post(s.url+"/v1/write", "application/json",
+			strings.NewReader(`{"lock": "nightly-export", "key": "out/part-0001", "value": "old", "token": 1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusConflict {
+			t.Fatalf("a write with token 1: HTTP %d, want 409 stale_token", resp.StatusCode)
+		}
+		s.call(t, "", "POST", "/v1/stale", map[string]any{"client": "etl-1", "lock": "nightly-export", "token": 1, "newer": 2,
+			"resource": "warehouse.orders"})
+		waitJS(t, ctx, 10*time.Second, "stale_write and fence_stale in the events",
+			`(() => { const li = [...document.querySelectorAll('#events li')];
+			   const f = li.find(l => l.dataset.kind === 'fence_stale'), w = li.find(l => l.dataset.kind === 'stale_write');
+			   return f && w && f.innerText.includes('nightly-export') && f.innerText.includes('etl-1') &&
+			     f.innerText.includes('token 1') && f.innerText.includes('newer 2') && f.innerText.includes('on warehouse.orders') &&
+			     w.innerText.includes('highest 2') && getComputedStyle(f).color === getComputedStyle(w).color; })()`,
+			`document.getElementById('events').innerText`)
+		screenshot(t, ctx, dir, "fence-refusals")
+	})
+
 	t.Run("deadlock", func(t *testing.T) {
 		s.acquire(t, "", "dl-old", "DL-1", 600)
 		s.acquire(t, "", "dl-young", "DL-2", 600)

@@ -283,6 +283,12 @@ func (e *Engine) Write(ctx context.Context, q lk.WriteRequest, mayActAs func(cli
 	})
 }
 
+// ReportStale records that a fence in a job's own database refused a
+// token (package fence, POST /v1/stale).
+func (e *Engine) ReportStale(ctx context.Context, q lk.StaleRequest) (lk.StaleResult, error) {
+	return call(e, ctx, "stale", q, service.ReportStale)
+}
+
 // Unfence sets a lock's fence back to its last issued token.
 func (e *Engine) Unfence(ctx context.Context, q lk.UnfenceRequest) (lk.UnfenceResult, error) {
 	return call(e, ctx, "unfence", q, service.Unfence)
@@ -337,6 +343,12 @@ func (e *Engine) Clock() (ts int64, ok bool) {
 	ts = e.com.lastTS.Load()
 	return ts, ts != math.MinInt64
 }
+
+// ServiceID is the service's identity, created with its database: GET
+// /v1/health's service_id, the key under which package fence keeps this
+// service's tokens (docs/fencing.md). Every server on one PostgreSQL
+// database has the same.
+func (e *Engine) ServiceID() string { return e.r.id }
 
 // NextLapse is when the lapse timer next looks for leases that ran out: a
 // time at or before the earliest expiry this engine knows of

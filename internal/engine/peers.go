@@ -65,6 +65,7 @@ type wireEvent struct {
 	Lost         []lk.Holder      `json:"h,omitempty"`
 	Highest      int64            `json:"g,omitempty"`
 	By           string           `json:"b,omitempty"`
+	Resource     string           `json:"rs,omitempty"`
 	Predecessors []lk.Predecessor `json:"d,omitempty"`
 	Abort        *lk.Abort        `json:"ab,omitempty"`
 	Truncated    bool             `json:"tr,omitempty"`
@@ -76,7 +77,8 @@ type wireEvent struct {
 type wireKind int
 
 var wireKinds = []lk.EventKind{1: lk.EventGrant, 2: lk.EventDeadlockAbort, 3: lk.EventWithdraw, 4: lk.EventRevoke,
-	5: lk.EventLapse, 6: lk.EventRelease, 7: lk.EventRenew, 8: lk.EventStaleWrite, 9: lk.EventQueue, 10: lk.EventUnfence}
+	5: lk.EventLapse, 6: lk.EventRelease, 7: lk.EventRenew, 8: lk.EventStaleWrite, 9: lk.EventQueue, 10: lk.EventUnfence,
+	11: lk.EventFenceStale}
 
 func toWireKind(k lk.EventKind) wireKind {
 	for i, w := range wireKinds {
@@ -98,14 +100,14 @@ func toWire(e service.Event) wireEvent {
 	return wireEvent{ID: e.ID, Kind: toWireKind(e.Kind), Client: e.Client, Lock: e.Lock, At: e.At,
 		Token: e.Token, ExpiresAt: e.ExpiresAt, FromQueue: e.FromQueue, Position: e.Position,
 		Mode: e.Mode, Cycle: e.Cycle, Requester: e.Requester, Lost: e.Lost, Highest: e.Highest, By: e.By,
-		Predecessors: e.Predecessors, Abort: e.Abort, Truncated: e.Truncated}
+		Resource: e.Resource, Predecessors: e.Predecessors, Abort: e.Abort, Truncated: e.Truncated}
 }
 
 func fromWire(w wireEvent) service.Event {
 	return service.Event{ID: w.ID, Kind: w.Kind.kind(), Client: w.Client, Lock: w.Lock, At: w.At,
 		Token: w.Token, ExpiresAt: w.ExpiresAt, FromQueue: w.FromQueue, Position: w.Position,
 		Mode: w.Mode, Cycle: w.Cycle, Requester: w.Requester, Lost: w.Lost, Highest: w.Highest, By: w.By,
-		Predecessors: w.Predecessors, Abort: w.Abort, Truncated: w.Truncated}
+		Resource: w.Resource, Predecessors: w.Predecessors, Abort: w.Abort, Truncated: w.Truncated}
 }
 
 // wakes reports whether the servers' wake-ups and lapse timers need events

@@ -27,6 +27,7 @@ type runner struct {
 	db  *repo.DB
 	cfg service.Config
 	st  service.State
+	id  string // the service's identity, created with its database (repo.ServiceID)
 	// peers: other servers use the database too (PostgreSQL); nil on
 	// SQLite. Then st is read afresh at the start of every transaction,
 	// under the lock that serializes all of them, and dbNow is the
@@ -97,7 +98,10 @@ func openRunner(ctx context.Context, path string, db repo.Options, rules service
 	}
 	err = r.readOnly(ctx, func(tx *repo.Tx) error {
 		var err error
-		r.st.Counters, err = repo.ServiceCounters(tx)
+		if r.st.Counters, err = repo.ServiceCounters(tx); err != nil {
+			return err
+		}
+		r.id, err = repo.ServiceID(tx)
 		return err
 	})
 	if err != nil {

@@ -34,6 +34,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/revoke", operation(s, "revoke", body, decodeRevoke, s.eng.Revoke))
 	s.mux.HandleFunc("POST /v1/write", s.handleWrite)
 	s.mux.HandleFunc("POST /v1/unfence", s.handleUnfence)
+	s.mux.Handle("POST /v1/stale", operation(s, "stale", body, decodeStale, s.eng.ReportStale)) // stale.go
 	s.mux.Handle("GET /v1/inspect", operation(s, "inspect", query, decodeInspect, s.eng.Inspect))
 	s.mux.HandleFunc("GET /v1/status", s.handleStatus)
 	s.mux.Handle("GET /v1/read", operation(s, "read", query, decodeRead, s.eng.Read))
@@ -366,6 +367,8 @@ func clientOf(q request) string {
 		return q.Client
 	case lk.StatusRequest:
 		return q.Client
+	case lk.StaleRequest:
+		return q.Client
 	}
 	return ""
 }
@@ -415,7 +418,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	// Not through the committer, nor its lock: health answers while the
 	// database is slow or away.
-	h := lk.HealthResult{Status: "ok", Version: lk.Version}
+	h := lk.HealthResult{Status: "ok", Version: lk.Version, ServiceID: s.eng.ServiceID()}
 	if ts, ok := s.eng.Clock(); ok {
 		h.Clock = &ts
 	}

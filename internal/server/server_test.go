@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -496,7 +497,7 @@ func TestErrorMessages(t *testing.T) {
 	// health is the last ts an operation ran at), no client registered,
 	// no lock held.
 	_, v := f.call("GET", "/v1/health", nil)
-	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": null, "version": %q}`, lk.Version))
+	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": null, "version": %q, "service_id": %q}`, lk.Version, f.eng.ServiceID()))
 	_, v = f.call("GET", "/v1/status?client=a", nil)
 	expect(t, v, `{"client": "a", "age": null, "holds": [], "waiting": null, "next": null}`)
 	_, v = f.call("GET", "/v1/locks", nil)
@@ -647,10 +648,13 @@ func TestHealthAndOpenAPI(t *testing.T) {
 	if status != http.StatusOK {
 		t.Errorf("health: HTTP %d", status)
 	}
-	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": null, "version": %q}`, lk.Version))
+	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(f.eng.ServiceID()) {
+		t.Errorf("the service's identity %q is not 32 hex digits", f.eng.ServiceID())
+	}
+	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": null, "version": %q, "service_id": %q}`, lk.Version, f.eng.ServiceID()))
 	f.call("POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L", "ttl": 10})
 	_, v = f.call("GET", "/v1/health", nil)
-	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": 1000, "version": %q}`, lk.Version))
+	expect(t, v, fmt.Sprintf(`{"status": "ok", "clock": 1000, "version": %q, "service_id": %q}`, lk.Version, f.eng.ServiceID()))
 
 	resp, err := f.hc.Get(f.url + "/v1/openapi.json")
 	if err != nil {
@@ -685,7 +689,8 @@ func TestClockNeverRunsBackwards(t *testing.T) {
 	f.clock.Set(time.Unix(4000, 0))
 	_, v = f.call("POST", "/v1/renew", map[string]any{"client": "a", "lock": "L", "ttl": 10})
 	expect(t, v, `{"outcome": "renewed", "token": 1, "granted_at": 5000, "expires_at": 5010}`)
-	health := fmt.Sprintf(`{"status": "ok", "clock": 5000, "version": %q}`, lk.Version)
+	// The identity is the database's: the same after the restart.
+	health := fmt.Sprintf(`{"status": "ok", "clock": 5000, "version": %q, "service_id": %q}`, lk.Version, f.eng.ServiceID())
 	_, v = f.call("GET", "/v1/health", nil)
 	expect(t, v, health)
 

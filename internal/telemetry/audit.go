@@ -134,6 +134,13 @@ func (t *Telemetry) Audit(events []service.Event) {
 		case lk.EventStaleWrite:
 			line("stale_write", slog.String("lock", e.Lock), slog.Int64("token", e.Token),
 				slog.Int64("highest", e.Highest), slog.Int64("at", e.At))
+		case lk.EventFenceStale:
+			attrs := []slog.Attr{slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("token", e.Token),
+				slog.Int64("newer", e.Highest), slog.String("resource", e.Resource)}
+			if t.principals {
+				attrs = append(attrs, slog.String("principal", t.actors.principal(e.Client)))
+			}
+			line("fence_stale", append(attrs, slog.Int64("at", e.At))...)
 		case lk.EventUnfence:
 			attrs := []slog.Attr{slog.String("lock", e.Lock), slog.Int64("was", e.Highest), slog.Int64("highest", e.Token)}
 			if e.By != "" {

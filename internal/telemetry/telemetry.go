@@ -67,6 +67,7 @@ type Telemetry struct {
 	staleWrites, auditErrors  prometheus.Counter
 	groups, groupOps          prometheus.Counter
 	roundTrips                prometheus.Counter
+	fenceStale                prometheus.Counter // refusals of fences in jobs' own databases (POST /v1/stale)
 	requests                  *prometheus.HistogramVec
 	commitSeconds, commitSize prometheus.Histogram
 
@@ -120,6 +121,7 @@ func New(audit io.Writer, gauges Gauges, opts Options) *Telemetry {
 	t.revocations = f("revocations_total", "Leases ended by an administrator's revoke.")
 	t.aborts = f("deadlock_aborts_total", "Clients aborted as deadlock victims.")
 	t.staleWrites = f("stale_writes_total", "Fenced-store writes refused for a stale token.")
+	t.fenceStale = f("fence_stale_total", "Stale tokens refused by fences in jobs' own databases, as the jobs reported them (POST /v1/stale).")
 	t.auditErrors = f("audit_write_errors_total", "Writes of audit lines that failed (the operations went on).")
 	t.groups = f("groups_total", "Group commits: transactions of the operations that arrived together, committed or not.")
 	t.groupOps = f("operations_total", "Operations run in group commits.")
@@ -179,6 +181,8 @@ func (t *Telemetry) Committed(events []service.Event) {
 			t.aborts.Inc()
 		case lk.EventStaleWrite:
 			t.staleWrites.Inc()
+		case lk.EventFenceStale:
+			t.fenceStale.Inc()
 		case lk.EventRenew:
 			t.renewals.Inc()
 		}

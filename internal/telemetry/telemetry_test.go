@@ -91,22 +91,23 @@ func TestMetricsAndAudit(t *testing.T) {
 		}
 		return strings.TrimSpace(string(b))
 	}
-	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"a","lock":"L","ttl":10}`)                          // immediate grant
-	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"b","lock":"L","ttl":50}`)                          // queued
-	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"c","lock":"M","ttl":10}`)                          // immediate grant
-	call(http.StatusOK, "POST", "/v1/renew", `{"client":"c","lock":"M","ttl":100}`)                           // renewal
-	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"e","lock":"M","ttl":10}`)                          // queued
-	call(http.StatusOK, "POST", "/v1/release", `{"client":"e","lock":"M"}`)                                   // withdrawal
-	call(http.StatusOK, "POST", "/v1/release", `{"client":"c","lock":"M"}`)                                   // release
-	clock.Set(time.Unix(12, 0))                                                                               // a lapses at 10, b is granted at 10
-	call(http.StatusOK, "POST", "/v1/write", `{"lock":"L","key":"k","value":"v","token":2}`)                  // accepted
-	call(http.StatusConflict, "POST", "/v1/write", `{"lock":"L","key":"k","value":"old","token":1}`)          // stale
-	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"x","lock":"X","ttl":100}`)                         // immediate grant
-	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"y","lock":"Y","ttl":100}`)                         // immediate grant
-	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"y","lock":"X","ttl":100}`)                         // queued
-	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"x","lock":"Y","ttl":100}`)                         // cycle: y (younger) aborted, Y passes to x from the queue
-	call(http.StatusOK, "POST", "/v1/revoke", `{"client":"b","lock":"L"}`)                                    // revocation
-	call(http.StatusUnauthorized, "GET", "/v1/read?lock=L&key=k", "", "Authorization", "Bearer s3cret-t0ken") // refused
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"a","lock":"L","ttl":10}`)                              // immediate grant
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"b","lock":"L","ttl":50}`)                              // queued
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"c","lock":"M","ttl":10}`)                              // immediate grant
+	call(http.StatusOK, "POST", "/v1/renew", `{"client":"c","lock":"M","ttl":100}`)                               // renewal
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"e","lock":"M","ttl":10}`)                              // queued
+	call(http.StatusOK, "POST", "/v1/release", `{"client":"e","lock":"M"}`)                                       // withdrawal
+	call(http.StatusOK, "POST", "/v1/release", `{"client":"c","lock":"M"}`)                                       // release
+	clock.Set(time.Unix(12, 0))                                                                                   // a lapses at 10, b is granted at 10
+	call(http.StatusOK, "POST", "/v1/write", `{"lock":"L","key":"k","value":"v","token":2}`)                      // accepted
+	call(http.StatusConflict, "POST", "/v1/write", `{"lock":"L","key":"k","value":"old","token":1}`)              // stale
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"x","lock":"X","ttl":100}`)                             // immediate grant
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"y","lock":"Y","ttl":100}`)                             // immediate grant
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"y","lock":"X","ttl":100}`)                             // queued
+	call(http.StatusOK, "POST", "/v1/acquire", `{"client":"x","lock":"Y","ttl":100}`)                             // cycle: y (younger) aborted, Y passes to x from the queue
+	call(http.StatusOK, "POST", "/v1/revoke", `{"client":"b","lock":"L"}`)                                        // revocation
+	call(http.StatusOK, "POST", "/v1/stale", `{"client":"a","lock":"L","token":1,"newer":2,"resource":"orders"}`) // a fence refused a's token
+	call(http.StatusUnauthorized, "GET", "/v1/read?lock=L&key=k", "", "Authorization", "Bearer s3cret-t0ken")     // refused
 
 	metrics := call(http.StatusOK, "GET", "/metrics", "")
 	for name, want := range map[string]string{
@@ -119,6 +120,7 @@ func TestMetricsAndAudit(t *testing.T) {
 		`leasekeeper_revocations_total`:                 "1",
 		`leasekeeper_deadlock_aborts_total`:             "1",
 		`leasekeeper_stale_writes_total`:                "1",
+		`leasekeeper_fence_stale_total`:                 "1",
 		`leasekeeper_auth_failures_total{status="401"}`: "1",
 		`leasekeeper_locks_held`:                        "2",
 		`leasekeeper_waiters`:                           "0",
@@ -170,6 +172,7 @@ func TestMetricsAndAudit(t *testing.T) {
 	find("stale_write", map[string]any{"lock": "L", "token": 1, "highest": 2})
 	find("deadlock_abort", map[string]any{"client": "y", "cycle": []string{"x", "y"}})
 	find("revoke", map[string]any{"lock": "L", "client": "b"})
+	find("fence_stale", map[string]any{"lock": "L", "client": "a", "token": 1, "newer": 2, "resource": "orders"})
 	find("auth_failure", map[string]any{"op": "read", "status": 401, "code": "unauthenticated"})
 	if strings.Contains(audit.String(), "s3cret") || strings.Contains(metrics, "s3cret") {
 		t.Error("the bearer token reached the audit log or the metrics")
