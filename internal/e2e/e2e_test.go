@@ -62,7 +62,7 @@ var _ = register(scenario{
 		traffic.Scenario{Workload: w, Kills: killsAt(rng, 2, w.Duration)}.Run(t, c, h)
 		return validate.Verify(t, h, scenarioCheckTimeout(failpoints))
 	},
-	catches: []string{failpoint.AcceptStaleWrite, failpoint.ReissueToken, failpoint.AnswerBeforeCommit, failpoint.DropWakeup},
+	catches: []string{failpoint.AcceptStaleWrite, failpoint.ReissueToken, failpoint.AnswerBeforeCommit, failpoint.DropWakeup, failpoint.SkipHandover},
 })
 
 // TestKillRestart is the crash scenario on SQLite: eight workers on four

@@ -19,6 +19,8 @@ var caughtBy = map[string][]string{
 	failpoint.AnswerBeforeCommit: {validate.CheckLostWrite, validate.CheckTokenCrash, validate.CheckLinearization},
 	failpoint.GrantEarly:         {validate.CheckLapse},
 	failpoint.DropWakeup:         {validate.CheckWake},
+	// A released lock's waiters are never granted: their waits run out.
+	failpoint.SkipHandover: {validate.CheckLinearization, validate.CheckWake},
 	// Two servers' transactions no longer take turns: tokens issued twice,
 	// or, as each transaction with events also writes the service row's
 	// event counter at its end, deadlocks between that row and the locks'

@@ -28,6 +28,12 @@
 //	drop-wakeup         internal/engine/wait.go: a blocked acquire is not told of
 //	                    its grant; it learns of it only when its wait ends
 //	                    or something makes it read its state
+//	skip-handover       service/release.go: a release or revoke takes the
+//	                    lock to have nobody waiting, and does not hand it
+//	                    over (the guard is the waiters' count that
+//	                    repo.LeaseEnd returns, which lets an operation skip
+//	                    the queue's reads on PostgreSQL; a wrong count
+//	                    strands the queue)
 //	skip-service-lock   repo/service.go: on PostgreSQL, a transaction reads
 //	                    the service row without locking it (no FOR
 //	                    UPDATE), so two servers' transactions interleave
@@ -50,7 +56,8 @@ const (
 	GrantEarly         = "grant-early"
 	DropWakeup         = "drop-wakeup"
 	SkipServiceLock    = "skip-service-lock"
+	SkipHandover       = "skip-handover"
 )
 
 // All lists every failpoint, for the tests that plant each in turn.
-var All = []string{AcceptStaleWrite, ReissueToken, AnswerBeforeCommit, GrantEarly, DropWakeup, SkipServiceLock, TimeBackwards}
+var All = []string{AcceptStaleWrite, ReissueToken, AnswerBeforeCommit, GrantEarly, DropWakeup, SkipServiceLock, SkipHandover, TimeBackwards}
