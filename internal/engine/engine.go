@@ -160,7 +160,8 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 	} else {
 		e.bus.reset(-1) // until the listener reads the counter
 	}
-	r.hooks.committed = e.dispatch
+	f := &fanout{r: r, obs: opts.Observer, waits: &e.waits, bus: e.bus, lapse: e.lapse}
+	r.hooks.committed = f.committed
 	if a, ok := opts.Observer.(Auditor); ok {
 		a.Recover(r.auditCommitted)
 		r.hooks.prepare, r.hooks.prepareFailed = a.Audit, a.CommitFailed
@@ -170,7 +171,7 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 	go func() { defer e.loops.Done(); e.com.loop() }()
 	if r.peers != nil {
 		e.loops.Add(1)
-		go func() { defer e.loops.Done(); e.listen() }()
+		go func() { defer e.loops.Done(); f.listen(e.ctx) }()
 	}
 	return e, nil
 }
@@ -358,57 +359,6 @@ func (e *Engine) NextLapse() int64 { return e.r.nextExpiry() }
 
 // Events is the event bus, for the readers of GET /v1/events.
 func (e *Engine) Events() *Bus { return e.bus }
-
-// dispatch hands a committed transaction's events on: to the observer, to
-// the blocked acquires, and on a database without peers to the bus (with
-// peers, the listener hears them all, this server's included). It runs with
-// the runner locked, so it only hands the events over.
-func (e *Engine) dispatch(events []service.Event) {
-	if e.obs != nil {
-		e.obs.Committed(events)
-	}
-	e.waits.wake(events)
-	if e.r.peers == nil {
-		e.bus.add(events)
-	}
-}
-
-// listen hears what every server on the database did (peers.go): the
-// other servers' grants, aborts and withdrawals wake this server's blocked
-// acquires, their grants and renewals move its lapse timer, and every
-// server's numbered events go to the bus.
-func (e *Engine) listen() {
-	eventCursor := func(ctx context.Context) (int64, error) {
-		var id int64
-		err := e.r.db.Read(ctx, func(tx *repo.Tx) error {
-			c, err := repo.ServiceCounters(tx)
-			id = c.EventID
-			return err
-		})
-		return id, err
-	}
-	e.r.peers.listen(e.ctx, e.r.db, eventCursor, heard{
-		events: func(events []service.Event, resync bool, cursor int64) {
-			if resync {
-				e.bus.resync(cursor)
-			}
-			e.bus.add(events)
-		},
-		others: func(events []service.Event, recheck bool) {
-			if recheck {
-				e.r.noteExpiry(math.MinInt64)
-				e.waits.recheck()
-			}
-			for _, ev := range events {
-				if ev.Kind == lk.EventGrant || ev.Kind == lk.EventRenew {
-					e.r.noteExpiry(ev.ExpiresAt)
-				}
-			}
-			e.waits.wake(events)
-			e.lapse.poke()
-		},
-	})
-}
 
 // logDatabase logs, once at start, the figures that never go down while
 // the database is intact: its clock, the locks it knows and the highest

@@ -144,7 +144,7 @@ func (r *readiness) afterGroup(err error, checkpoint func() error) {
 // writes) than a ping. After a storage failure, the probe's group is what
 // lets the engine find out that it is ready again (readiness.afterGroup).
 func (e *Engine) Ready(ctx context.Context) (reason string, err error) {
-	reason, err = e.probe(ctx)
+	reason, err = probe(ctx, e)
 	if reason == "" {
 		reason = e.ready.state() // a probe in the WAL's free room is not enough
 	}
@@ -155,7 +155,7 @@ func (e *Engine) Ready(ctx context.Context) (reason string, err error) {
 }
 
 // probe runs the probe and names what it found.
-func (e *Engine) probe(ctx context.Context) (reason string, err error) {
+func probe(ctx context.Context, e *Engine) (reason string, err error) {
 	select {
 	case <-e.draining:
 		return NotReadyShuttingDown, ErrDraining
