@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasekeeper/leasekeeper/internal/bare"
 	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/server"
 	"github.com/leasekeeper/leasekeeper/internal/telemetry"
@@ -122,7 +123,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog, lo
 	// lose the last commits on power loss; FULL syncs the WAL at every
 	// commit, so an acknowledged operation is on disk.
 	eng, err = engine.Open(ctx, dbPath, engine.Options{DB: repo.Options{Synchronous: "FULL"},
-		Rules:  service.Config{Quota: storeQuota(cmd), StrictFencing: strictFencing(cmd), History: history, Explain: true},
+		Rules:  service.Config{Quota: storeQuota(cmd), StrictFencing: strictFencing(cmd), History: history, Explain: !bare.Build},
 		Logger: log, Observer: tel, EventsBuffer: events})
 	if err != nil {
 		return err

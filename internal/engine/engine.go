@@ -23,6 +23,7 @@ import (
 	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/bare"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -154,7 +155,7 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 	e.lapse = &lapseTimer{r: r, com: e.com, log: e.log, kick: make(chan struct{}, 1)}
 	e.com.ran = e.lapse.poke
 	e.bus = newBus(opts.EventsBuffer, e.draining, func() int64 { return e.com.now().Unix() })
-	r.numbered = true
+	r.numbered = !bare.Build
 	if r.peers == nil {
 		e.bus.reset(r.lastEventID())
 	} else {
@@ -162,7 +163,7 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 	}
 	f := &fanout{r: r, obs: opts.Observer, waits: &e.waits, bus: e.bus, lapse: e.lapse}
 	r.hooks.committed = f.committed
-	if a, ok := opts.Observer.(Auditor); ok {
+	if a, ok := opts.Observer.(Auditor); ok && !bare.Build {
 		a.Recover(r.auditCommitted)
 		r.hooks.prepare, r.hooks.prepareFailed = a.Audit, a.CommitFailed
 	}

@@ -1,0 +1,6 @@
+//go:build lkbare
+
+package bare
+
+// Build is true in a binary built with the tag lkbare.
+const Build = true
