@@ -70,6 +70,7 @@ those to a file (docs/observability.md).`,
 	addHistoryFlags(cmd)
 	addEventsFlags(cmd)
 	addReadyFileFlag(cmd)
+	addMarkFlags(cmd)
 	return cmd
 }
 
@@ -123,7 +124,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog, lo
 	// commit, so an acknowledged operation is on disk.
 	eng, err = engine.Open(ctx, dbPath, engine.Options{DB: repo.Options{Synchronous: "FULL"},
 		Rules:  service.Config{Quota: storeQuota(cmd), StrictFencing: strictFencing(cmd), History: history, Explain: true},
-		Logger: log, Observer: tel, EventsBuffer: events})
+		Logger: log, Observer: tel, EventsBuffer: events, Mark: markFile(cmd, dbPath), AcceptRollback: acceptRollback(cmd)})
 	if err != nil {
 		return err
 	}
