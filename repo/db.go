@@ -141,8 +141,9 @@ type Options struct {
 // at path (created if needed, 0600), or a private in-memory one for MemoryPath.
 //
 // A SQLite file is opened by one DB at a time, in this process or any
-// other: Open holds the lock file beside it (path+LockSuffix) until Close,
-// and answers *InUseError while another DB holds it (lockfile.go). Errors
+// other: Open holds the lock file beside it (path+LockSuffix) and a flock
+// on the file itself (so a hard link is no way around it) until Close, and
+// answers *InUseError while another DB holds either (lockfile.go). Errors
 // name the path and the likely cause (openerr.go).
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if IsPostgres(path) {
@@ -163,7 +164,16 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before prepareFile, which opens the file: see checkGuarded.
+	if err := checkGuarded(path); err != nil {
+		lock.release()
+		return nil, err
+	}
 	if err := prepareFile(path); err != nil {
+		lock.release()
+		return nil, err
+	}
+	if err := lock.guardFile(path); err != nil {
 		lock.release()
 		return nil, err
 	}

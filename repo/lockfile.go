@@ -31,10 +31,25 @@ type InUseError struct {
 	Path     string // the database, as given to Open
 	LockFile string
 	PID      int // of the holder, as it wrote it in LockFile; 0 if unknown
+	// OtherName: the holder opened the same file under another name (a
+	// hard link), given as LockFile, or holds the file's own lock.
+	OtherName bool
 }
 
 func (e *InUseError) Error() string {
 	var who string
+	switch {
+	case e.OtherName && e.PID == os.Getpid():
+		who = "already open in this process (pid " + strconv.Itoa(e.PID) + ") under another name of the same file, " + e.LockFile
+	case e.OtherName && e.PID == 0:
+		who = "the same file is in use by another process, perhaps under another name (a hard link); its pid is not known"
+	case e.OtherName:
+		who = "the same file is in use by another process, pid " + strconv.Itoa(e.PID) + ", perhaps under another name (a hard link)"
+	}
+	if who != "" {
+		return fmt.Sprintf("open %s: %s; one leasekeeper process at a time (serve, run --db) may use a SQLite file, under whatever name: stop the other first "+
+			"(several servers can share a PostgreSQL database instead: docs/deployment.md)", e.Path, who)
+	}
 	switch e.PID {
 	case 0:
 		who = "in use by another process, which holds " + e.LockFile + " (its pid is not known)"
@@ -51,6 +66,10 @@ func (e *InUseError) Error() string {
 type fileLock struct {
 	f    *os.File
 	name string
+	// guard holds the flock of the database file itself, for the DB's
+	// whole life (lockfile_unix.go); key is that file's.
+	guard *os.File
+	key   fileKey
 }
 
 // lockDatabase takes the lock of the SQLite database at path and writes this
@@ -105,11 +124,15 @@ func (l *fileLock) release() error {
 	if l == nil {
 		return nil
 	}
+	l.unguard()
 	if sameFile(l.f, l.name) {
 		os.Remove(l.name)
 	}
 	return l.f.Close()
 }
+
+// fileKey names a file by what it is, whatever it is called.
+type fileKey struct{ dev, ino uint64 }
 
 func readPID(f *os.File) int {
 	b := make([]byte, 32)

@@ -25,7 +25,7 @@ func openDB(t *testing.T, path string) (*repo.DB, error) {
 }
 
 // TestOneOpenPerFile: a SQLite file is opened by one DB at a time, under any
-// of its names; the refusal names the file and the holder's pid, and the
+// of its names (a symbolic or a hard link); the refusal names the file and the holder's pid, and the
 // file opens again once the holder closes it. Private in-memory databases
 // are not files and are never refused.
 func TestOneOpenPerFile(t *testing.T) {
@@ -39,7 +39,13 @@ func TestOneOpenPerFile(t *testing.T) {
 	if err := os.Symlink(path, link); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{path, link} {
+	// A hard link is the same file under a name of its own, with a lock
+	// file of its own (issue 20).
+	hard := filepath.Join(t.TempDir(), "hard.db")
+	if err := os.Link(path, hard); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{path, link, hard} {
 		_, err := openDB(t, name)
 		var inUse *repo.InUseError
 		if !errors.As(err, &inUse) {

@@ -71,6 +71,7 @@ those to a file (docs/observability.md).`,
 	addHistoryFlags(cmd)
 	addEventsFlags(cmd)
 	addReadyFileFlag(cmd)
+	addMarkFlags(cmd)
 	return cmd
 }
 
@@ -124,7 +125,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog, lo
 	// commit, so an acknowledged operation is on disk.
 	eng, err = engine.Open(ctx, dbPath, engine.Options{DB: repo.Options{Synchronous: "FULL"},
 		Rules:  service.Config{Quota: storeQuota(cmd), StrictFencing: strictFencing(cmd), History: history, Explain: !bare.Build},
-		Logger: log, Observer: tel, EventsBuffer: events})
+		Logger: log, Observer: tel, EventsBuffer: events, Mark: markFile(cmd, dbPath), AcceptRollback: acceptRollback(cmd)})
 	if err != nil {
 		return err
 	}

@@ -40,8 +40,8 @@ func runBin(t *testing.T, bin, stdin string, args ...string) (string, int) {
 }
 
 // TestServeOneServerPerFile: a second serve on a served SQLite file refuses
-// to start, naming the file and the first server's pid, and so does run
-// --db; sqlite3 and backup read the file meanwhile, run --db on another
+// to start, naming the file and the first server's pid, and so does one
+// on a hard link of it, and run --db; sqlite3 and backup read the file meanwhile, run --db on another
 // file is unaffected; the files are private (0600); once the first server
 // stops, the file serves again and the start-up line carries the file, its
 // clock, its locks and the highest token.
@@ -76,6 +76,16 @@ func TestServeOneServerPerFile(t *testing.T) {
 	out, code := runBin(t, bin, "", "serve", "--db", db, "--listen", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(out, db) || !strings.Contains(out, pid) {
 		t.Errorf("a second serve on %s exited %d, want non-zero with the file and %s:\n%s", db, code, pid, out)
+	}
+	// The same file under another name, in another folder: the lock file
+	// beside it is another, the file is not (issue 20).
+	hard := filepath.Join(t.TempDir(), "h2.db")
+	if err := os.Link(db, hard); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runBin(t, bin, "", "serve", "--db", hard, "--listen", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(out, hard) || !strings.Contains(out, pid) || !strings.Contains(out, "hard link") {
+		t.Errorf("serve on %s, a hard link of the served %s, exited %d, want non-zero with the file, %s and \"hard link\":\n%s", hard, db, code, pid, out)
 	}
 	out, code = runBin(t, bin, `[["acquire", 0, "c", "N", 30]]`, "run", "--db", db)
 	if code == 0 || !strings.Contains(out, db) || !strings.Contains(out, pid) {

@@ -52,6 +52,13 @@ type Options struct {
 	// EventsBuffer is how many recent events the bus keeps for readers to
 	// resume from and catch up with (0: DefaultEventsBuffer).
 	EventsBuffer int
+	// Mark is the high-water mark file (mark.go): the database is compared
+	// with it at Open, which refuses one that went back, and it follows
+	// every commit. Empty: none.
+	Mark string
+	// AcceptRollback makes Open accept a database behind its mark, moving
+	// every counter past the mark.
+	AcceptRollback bool
 }
 
 // Observer is told what the engine did, for metrics. Its methods must be
@@ -134,6 +141,12 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 		waits: waits{subs: map[string][]*subscription{}}}
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Mark != "" {
+		if err := r.useMark(ctx, opts.Mark, opts.AcceptRollback, e.log.Warn); err != nil {
+			r.close()
+			return nil, err
+		}
 	}
 	if err := logDatabase(ctx, e.log, r, path); err != nil {
 		r.close()

@@ -53,6 +53,11 @@ type runner struct {
 	groupDirty bool // the service row is to be written at the group's commit
 	// groupCancel ends the deadline of the group's transaction.
 	groupCancel context.CancelFunc
+	// mark is the high-water mark outside the database (mark.go), nil
+	// without one; markToken is the highest token it has counted.
+	mark      *mark
+	markToken int64
+
 	// groupFailed is the error of an operation of the group that failed
 	// with no savepoint to undo it alone: the group must not commit.
 	// (PostgreSQL answers the COMMIT of a transaction that a failed
@@ -114,7 +119,11 @@ func openRunner(ctx context.Context, path string, db repo.Options, rules service
 func (r *runner) close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.db.Close()
+	err := r.db.Close()
+	if merr := r.mark.close(); err == nil {
+		err = merr
+	}
+	return err
 }
 
 // readOnly runs fn in a transaction of the writer's connection that is
@@ -276,6 +285,15 @@ func (r *runner) commit(tx *repo.Tx) error {
 	if err := r.peers.publish(tx, r.events, r.numbered, r.st.EventID); err != nil {
 		return err
 	}
+	var mc markCounters
+	if r.mark != nil {
+		// Before the audit lines: none may carry a token past the
+		// reservation.
+		mc = r.markNow()
+		if err := r.mark.reserve(mc); err != nil {
+			return err
+		}
+	}
 	if r.hooks.prepare != nil && len(r.events) > 0 {
 		r.hooks.prepare(r.events)
 	}
@@ -284,6 +302,12 @@ func (r *runner) commit(tx *repo.Tx) error {
 			r.hooks.prepareFailed(err)
 		}
 		return err
+	}
+	if r.mark != nil {
+		r.markToken = mc.Token
+		// Not synced, and its failure fails nothing: the transaction is
+		// committed, and reserved still bounds it.
+		r.mark.saw(mc)
 	}
 	return nil
 }
