@@ -67,8 +67,12 @@ func (f *connFlags) setup(log *slog.Logger) (*server.Conns, error) {
 			"file_limit", limit, "max_connections", max)
 	}
 	log.Info("connections", "max", max, "file_limit", limit, "idle_timeout", f.idle, "read_timeout", f.readReq, "write_timeout", f.writeAnswer)
-	return server.NewConns(server.ConnOptions{Max: max, WriteTimeout: f.writeAnswer, Logger: log}), nil
+	return server.NewConns(server.ConnOptions{Max: max, WriteTimeout: f.writeAnswer, HeaderTimeout: f.headerTimeout(), Logger: log}), nil
 }
+
+// headerTimeout bounds reading a request's line and headers, from its first
+// byte (server.Conns) and from its fourth (net/http).
+func (f *connFlags) headerTimeout() time.Duration { return min(10*time.Second, f.readReq) }
 
 // httpServer is the http.Server of h with the flags' timeouts and the
 // guards of conns.
@@ -76,7 +80,7 @@ func (f *connFlags) httpServer(h http.Handler, conns *server.Conns, log *slog.Lo
 	hs := &http.Server{
 		Handler:           h,
 		ReadTimeout:       f.readReq,
-		ReadHeaderTimeout: min(10*time.Second, f.readReq),
+		ReadHeaderTimeout: f.headerTimeout(),
 		IdleTimeout:       f.idle,
 		// net/http logs a line per failed TLS handshake, which a client can
 		// cause as fast as it connects.

@@ -92,7 +92,10 @@ type Authorizer struct {
 	refusals *server.LogLimiter
 }
 
-var _ server.Authorizer = (*Authorizer)(nil)
+var (
+	_ server.Authorizer    = (*Authorizer)(nil)
+	_ server.Authenticator = (*Authorizer)(nil)
+)
 
 // New returns an Authorizer for principals (from Parse or LoadFile). Refusals
 // are logged to log, when it is not nil, with the principal's name, never a
@@ -151,6 +154,16 @@ func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denia
 		return &server.Denial{Code: lk.CodeForbidden, Message: "principal " + p.Name + " may not act as client " + strconv.Quote(acc.Client)}
 	}
 	return a.limit(r, acc, p)
+}
+
+// Authenticate implements server.Authenticator: it refuses a request
+// without a valid token, on its headers alone.
+func (a *Authorizer) Authenticate(r *http.Request, acc server.Access) *server.Denial {
+	if a.authenticate(r) == nil {
+		a.refuse(r, acc, nil, "no valid bearer token")
+		return &server.Denial{Code: lk.CodeUnauthenticated, Message: "send a valid token: Authorization: Bearer TOKEN"}
+	}
+	return nil
 }
 
 // actsAsClient reports whether op's Access.Client is limited to a client

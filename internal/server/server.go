@@ -56,4 +56,4 @@ func New(eng *engine.Engine, opts Options) *Server {
 }
 
 // Handler returns the HTTP handler of the API.
-func (s *Server) Handler() http.Handler { return s.observed(s.mux) }
+func (s *Server) Handler() http.Handler { return s.observed(s.authenticated(s.mux)) }
