@@ -51,6 +51,14 @@ type Authenticator interface {
 	Authenticate(r *http.Request, a Access) *Denial
 }
 
+// StreamAdmitter is an Authorizer that also bounds how many event streams a
+// principal may have open on this server. The server asks it, after
+// Authorize, before a stream starts; release frees the slot when the
+// stream ends.
+type StreamAdmitter interface {
+	AdmitStream(r *http.Request, a Access) (release func(), d *Denial)
+}
+
 // Admitter is an Authorizer that also bounds how many acquires of a
 // principal may block on this server at once. The server asks it, after
 // Authorize, about each acquire with a wait, before the acquire runs (a slot

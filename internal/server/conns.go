@@ -500,6 +500,19 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
+// tcpConn returns the TCP connection under conn, as http.Server has it;
+// nil when there is none.
+func tcpConn(conn net.Conn) *net.TCPConn {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	if lc, ok := conn.(*limitedConn); ok {
+		conn = lc.Conn
+	}
+	tc, _ := conn.(*net.TCPConn)
+	return tc
+}
+
 // probeOnly reports whether conn, as http.Server has it, is on a probe
 // slot.
 func probeOnly(conn net.Conn) bool {
