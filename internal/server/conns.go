@@ -528,7 +528,8 @@ func probeOnly(conn net.Conn) bool {
 func (c *Conns) handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if conn, ok := r.Context().Value(connKey{}).(net.Conn); ok {
-			if probeOnly(conn) && !(r.Method == http.MethodGet && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/ready")) {
+			probe := (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == "/v1/health" || r.URL.Path == "/v1/ready")
+			if probeOnly(conn) && !probe {
 				refuse(w, lk.Errorf(lk.CodeUnavailable, "the server is at its connection cap (--max-connections): this connection serves health and readiness probes only; retry"))
 				return
 			}
