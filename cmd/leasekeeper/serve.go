@@ -134,7 +134,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog, lo
 		eng.Close()
 		return err
 	}
-	srv := server.New(eng, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler()})
+	srv := server.New(eng, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler(), MaxStreams: cf.maxStreams})
 	tel.ConnectionsFrom(conns.Open, conns.Max())
 	hs := cf.httpServer(srv.Handler(), conns, log)
 	log.Info("listening", "url", sec.scheme()+"://"+ln.Addr().String(), "database", repo.Redacted(dbPath))

@@ -19,13 +19,14 @@ import (
 // connFlags are serve's flags for its connections (docs/deployment.md,
 // "Connections").
 type connFlags struct {
-	maxConns                   int
+	maxConns, maxStreams       int
 	idle, readReq, writeAnswer time.Duration
 }
 
 func addConnFlags(cmd *cobra.Command) *connFlags {
 	f := &connFlags{}
 	cmd.Flags().IntVar(&f.maxConns, "max-connections", 0, "most connections open at once; beyond, new ones wait and idle ones are closed to make room (default 80% of the file limit)")
+	cmd.Flags().IntVar(&f.maxStreams, "max-streams", server.DefaultMaxStreams, "most event streams (GET /v1/events) open at once; beyond, 429 rate_limited")
 	cmd.Flags().DurationVar(&f.idle, "idle-timeout", 2*time.Minute, "close a keep-alive connection idle this long")
 	cmd.Flags().DurationVar(&f.readReq, "read-timeout", 30*time.Second, "time to read a whole request, body included (a blocked acquire's wait is not bounded by it)")
 	cmd.Flags().DurationVar(&f.writeAnswer, "write-timeout", 30*time.Second, "time a client has to take each write of an answer (a wait before the answer is not bounded by it)")
@@ -47,6 +48,9 @@ func (f *connFlags) setup(log *slog.Logger) (*server.Conns, error) {
 			return nil, usageError{fmt.Errorf("%s must be a positive duration, got %s", d.name, d.v)}
 		}
 	}
+	if f.maxStreams < 1 {
+		return nil, usageError{fmt.Errorf("--max-streams must be at least 1, got %d", f.maxStreams)}
+	}
 	if f.maxConns < 0 {
 		return nil, usageError{fmt.Errorf("--max-connections must be at least 1 (0 for the default), got %d", f.maxConns)}
 	}
@@ -67,8 +71,12 @@ func (f *connFlags) setup(log *slog.Logger) (*server.Conns, error) {
 			"file_limit", limit, "max_connections", max)
 	}
 	log.Info("connections", "max", max, "file_limit", limit, "idle_timeout", f.idle, "read_timeout", f.readReq, "write_timeout", f.writeAnswer)
-	return server.NewConns(server.ConnOptions{Max: max, WriteTimeout: f.writeAnswer, Logger: log}), nil
+	return server.NewConns(server.ConnOptions{Max: max, WriteTimeout: f.writeAnswer, HeaderTimeout: f.headerTimeout(), Logger: log}), nil
 }
+
+// headerTimeout bounds reading a request's line and headers, from its first
+// byte (server.Conns) and from its fourth (net/http).
+func (f *connFlags) headerTimeout() time.Duration { return min(10*time.Second, f.readReq) }
 
 // httpServer is the http.Server of h with the flags' timeouts and the
 // guards of conns.
@@ -76,7 +84,7 @@ func (f *connFlags) httpServer(h http.Handler, conns *server.Conns, log *slog.Lo
 	hs := &http.Server{
 		Handler:           h,
 		ReadTimeout:       f.readReq,
-		ReadHeaderTimeout: min(10*time.Second, f.readReq),
+		ReadHeaderTimeout: f.headerTimeout(),
 		IdleTimeout:       f.idle,
 		// net/http logs a line per failed TLS handshake, which a client can
 		// cause as fast as it connects.

@@ -41,10 +41,11 @@
 // A principal may also carry limits, each optional, each for one server (a
 // principal talking to two servers may send twice as much):
 //
-//	{"name": "etl", ..., "rate": 50, "max_waiting": 10}
+//	{"name": "etl", ..., "rate": 50, "max_waiting": 10, "max_streams": 8}
 //
 // "rate" is requests a second, with bursts of as many; "max_waiting" is how
-// many acquires with a wait may block at once. A request over a limit is
+// many acquires with a wait may block at once; "max_streams" how many event
+// streams may be open at once (DefaultMaxStreams when left out). A request over a limit is
 // answered 429 rate_limited with Retry-After. renew and release are never
 // limited: a refused renew would cost an honest holder its lease.
 //
@@ -68,6 +69,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/server"
@@ -87,18 +89,26 @@ type Authorizer struct {
 	// limits are the rate and blocked-acquire limits of the principals
 	// that have some, by name (limits.go).
 	limits map[string]*limiter
+	// streams counts each principal's open event streams, by name.
+	streams map[string]*atomic.Int64
 	// refusals bounds the log lines of refused requests: a client without
 	// a token can cause them as fast as it connects.
 	refusals *server.LogLimiter
 }
 
-var _ server.Authorizer = (*Authorizer)(nil)
+var (
+	_ server.Authorizer    = (*Authorizer)(nil)
+	_ server.Authenticator = (*Authorizer)(nil)
+)
 
 // New returns an Authorizer for principals (from Parse or LoadFile). Refusals
 // are logged to log, when it is not nil, with the principal's name, never a
 // token.
 func New(principals []Principal, log *slog.Logger) *Authorizer {
-	a := &Authorizer{principals: principals, log: log, limits: newLimits(principals)}
+	a := &Authorizer{principals: principals, log: log, limits: newLimits(principals), streams: map[string]*atomic.Int64{}}
+	for _, p := range principals {
+		a.streams[p.Name] = new(atomic.Int64)
+	}
 	if log != nil {
 		a.refusals = server.NewLogLimiter(server.RefusalLogRate, server.RefusalLogBurst, func(n int) {
 			log.Warn(fmt.Sprintf("suppressed %d refusals", n), "suppressed", n)
@@ -151,6 +161,16 @@ func (a *Authorizer) Authorize(r *http.Request, acc server.Access) *server.Denia
 		return &server.Denial{Code: lk.CodeForbidden, Message: "principal " + p.Name + " may not act as client " + strconv.Quote(acc.Client)}
 	}
 	return a.limit(r, acc, p)
+}
+
+// Authenticate implements server.Authenticator: it refuses a request
+// without a valid token, on its headers alone.
+func (a *Authorizer) Authenticate(r *http.Request, acc server.Access) *server.Denial {
+	if a.authenticate(r) == nil {
+		a.refuse(r, acc, nil, "no valid bearer token")
+		return &server.Denial{Code: lk.CodeUnauthenticated, Message: "send a valid token: Authorization: Bearer TOKEN"}
+	}
+	return nil
 }
 
 // actsAsClient reports whether op's Access.Client is limited to a client

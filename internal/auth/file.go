@@ -45,13 +45,16 @@ type Principal struct {
 	// MaxWaiting is how many acquires with a wait the principal may have
 	// blocked on one server at once; 0 for no limit.
 	MaxWaiting int
+	// MaxStreams is how many event streams the principal may have open on
+	// one server at once; DefaultMaxStreams when the file leaves it out.
+	MaxStreams int
 	hash       [sha256.Size]byte
 }
 
 // fileJSON and principalJSON are the auth file's format, exactly:
 //
 //	{"principals": [{"name": ..., "token_sha256": ..., "clients": [...], "role": ...,
-//	                 "rate": ..., "max_waiting": ...}]}
+//	                 "rate": ..., "max_waiting": ..., "max_streams": ...}]}
 //
 // with "clients" for role client only, and the limits optional.
 type fileJSON struct {
@@ -67,6 +70,7 @@ type principalJSON struct {
 	// than read as numbers or as absent.
 	Rate       json.RawMessage `json:"rate"`
 	MaxWaiting json.RawMessage `json:"max_waiting"`
+	MaxStreams json.RawMessage `json:"max_streams"`
 }
 
 // HashToken is the token_sha256 of token: its SHA-256 in lower-case hex, as
@@ -186,6 +190,12 @@ func parsePrincipal(raw json.RawMessage) (Principal, error) {
 	}
 	if p.MaxWaiting, err = parseLimit("max_waiting", "blocked acquires", pj.MaxWaiting); err != nil {
 		return p, err
+	}
+	if p.MaxStreams, err = parseLimit("max_streams", "open event streams", pj.MaxStreams); err != nil {
+		return p, err
+	}
+	if p.MaxStreams == 0 {
+		p.MaxStreams = DefaultMaxStreams
 	}
 	return p, nil
 }

@@ -28,7 +28,40 @@ const waitingRetryAfter = time.Second
 // the same.
 const refusalLogEvery = 10 * time.Second
 
-var _ server.Admitter = (*Authorizer)(nil)
+var (
+	_ server.Admitter       = (*Authorizer)(nil)
+	_ server.StreamAdmitter = (*Authorizer)(nil)
+)
+
+// DefaultMaxStreams is a principal's max_streams when its entry has none:
+// each open stream holds a connection and its socket's buffers, and a
+// program reading events needs one or two.
+const DefaultMaxStreams = 8
+
+// AdmitStream implements server.StreamAdmitter: it takes one of the
+// principal's max_streams slots for an event stream, or refuses it.
+func (a *Authorizer) AdmitStream(r *http.Request, acc server.Access) (func(), *server.Denial) {
+	p := a.authenticate(r)
+	if p == nil {
+		return func() {}, nil // Authorize has refused it already
+	}
+	max := int64(p.MaxStreams)
+	if max == 0 { // a Principal built by a program, not Parse
+		max = DefaultMaxStreams
+	}
+	n := a.streams[p.Name]
+	if n.Add(1) > max {
+		n.Add(-1)
+		l := a.limits[p.Name]
+		if l == nil {
+			l = &limiter{name: p.Name}
+		}
+		a.limited(r, acc, l, fmt.Sprintf("%d event streams open already (max_streams)", max))
+		return nil, &server.Denial{Code: lk.CodeRateLimited, RetryAfter: waitingRetryAfter, Principal: p.Name,
+			Message: fmt.Sprintf("principal %s has %d event streams open on this server, its max_streams; close one first", p.Name, max)}
+	}
+	return func() { n.Add(-1) }, nil
+}
 
 // parseLimit reads an optional limit of the auth file: absent is 0 (none),
 // otherwise an integer from 1 to MaxLimit. 0 is refused rather than read as

@@ -30,7 +30,7 @@ const (
 	freeToken    = "fre-8b6d4f2a0c9e7b5d3f1a8c6e4b2d0f66"
 )
 
-// TestParseLimits: "rate" and "max_waiting" are optional integers from 1 to
+// TestParseLimits: "rate", "max_waiting" and "max_streams" are optional integers from 1 to
 // auth.MaxLimit; anything else stops the load with an error naming the
 // principal, the field and what it got.
 func TestParseLimits(t *testing.T) {
@@ -40,18 +40,18 @@ func TestParseLimits(t *testing.T) {
 		  {"name": "ops", "token_sha256": "` + auth.HashToken(adminToken) + `", "role": "admin"}
 		]}`
 	}
-	ps, err := auth.Parse([]byte(file(`, "rate": 5, "max_waiting": 2`)))
+	ps, err := auth.Parse([]byte(file(`, "rate": 5, "max_waiting": 2, "max_streams": 3`)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps[0].Rate != 5 || ps[0].MaxWaiting != 2 || ps[1].Rate != 0 || ps[1].MaxWaiting != 0 {
+	if ps[0].Rate != 5 || ps[0].MaxWaiting != 2 || ps[0].MaxStreams != 3 || ps[1].Rate != 0 || ps[1].MaxWaiting != 0 || ps[1].MaxStreams != auth.DefaultMaxStreams {
 		t.Errorf("parsed %+v", ps)
 	}
 	ps, err = auth.Parse([]byte(file(`, "rate": 1000000`)))
 	if err != nil || ps[0].Rate != auth.MaxLimit || ps[0].MaxWaiting != 0 {
 		t.Errorf("parsed %+v, %v", ps, err)
 	}
-	for _, key := range []string{"rate", "max_waiting"} {
+	for _, key := range []string{"rate", "max_waiting", "max_streams"} {
 		for _, bad := range []string{"-1", "0", "2.5", "5.0", "1e3", `"5"`, "null", "true", "[5]", "1000001", "99999999999999999999"} {
 			_, err := auth.Parse([]byte(file(`, "` + key + `": ` + bad)))
 			if err == nil {

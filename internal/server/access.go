@@ -41,6 +41,24 @@ type Authorizer interface {
 	Authorize(r *http.Request, a Access) *Denial
 }
 
+// Authenticator is an Authorizer that can tell from a request's headers
+// alone whether it carries a valid token. The server asks it about every
+// request with a body, except to the open paths, before the body is read:
+// a denial (lk.CodeUnauthenticated) is answered without reading it, and the
+// connection closed, so that a caller not known cannot make the server read
+// (or wait for) a body.
+type Authenticator interface {
+	Authenticate(r *http.Request, a Access) *Denial
+}
+
+// StreamAdmitter is an Authorizer that also bounds how many event streams a
+// principal may have open on this server. The server asks it, after
+// Authorize, before a stream starts; release frees the slot when the
+// stream ends.
+type StreamAdmitter interface {
+	AdmitStream(r *http.Request, a Access) (release func(), d *Denial)
+}
+
 // Admitter is an Authorizer that also bounds how many acquires of a
 // principal may block on this server at once. The server asks it, after
 // Authorize, about each acquire with a wait, before the acquire runs (a slot
@@ -63,6 +81,28 @@ func (s *Server) allowed(w http.ResponseWriter, r *http.Request, a Access) bool 
 	}
 	s.acted(r, a)
 	return true
+}
+
+// authenticated refuses a request with a body that carries no valid token,
+// before its body is read, where the Authorizer is an Authenticator.
+func (s *Server) authenticated(h http.Handler) http.Handler {
+	an, ok := s.auth.(Authenticator)
+	if !ok {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			switch op := opOf(r.URL.Path); op {
+			case "health", "ready", "openapi.json", "console":
+			default:
+				if d := an.Authenticate(r, Access{Op: op}); d != nil {
+					s.deny(w, r, Access{Op: op}, d) // closes the connection: see refuse
+					return
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // acted tells the observer which principal acted as a client id (acquire,

@@ -360,3 +360,53 @@ func TestConnsCapSparesRequestUnderWay(t *testing.T) {
 		t.Error("the quiet idle connection was not the one closed")
 	}
 }
+
+// TestConnsHeaderDeadlineFromFirstByte: a keep-alive connection that sends
+// the first two bytes of its next request and nothing more is closed once
+// the header timeout has passed since them, not held for the idle timeout
+// (net/http's own header timer starts only at the fourth byte).
+func TestConnsHeaderDeadlineFromFirstByte(t *testing.T) {
+	srv := newServer(t)
+	_, addr := guarded(t, srv, server.ConnOptions{HeaderTimeout: 300 * time.Millisecond},
+		&http.Server{IdleTimeout: time.Minute, ReadHeaderTimeout: 300 * time.Millisecond})
+	_, conn, br := rawExchange(t, addr, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(conn, "GE")
+	start := time.Now()
+	if !closedAfter(conn, br, 3*time.Second) {
+		t.Fatalf("a connection that sent 2 bytes of a request was still open after %v (header timeout 300ms)", time.Since(start).Round(time.Millisecond))
+	}
+	// An idle connection that sends nothing keeps to the idle timeout.
+	_, conn, br = rawExchange(t, addr, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+	if closedAfter(conn, br, time.Second) {
+		t.Error("an idle keep-alive connection was closed within a second (idle timeout 1m)")
+	}
+}
+
+// TestConnsProbeSlots: with the cap full of requests whose headers are in
+// (their bodies still coming), a health probe on a new connection is
+// answered, past the cap, and any other request there gets 503.
+func TestConnsProbeSlots(t *testing.T) {
+	srv := newServer(t)
+	_, addr := guarded(t, srv, server.ConnOptions{Max: 2}, &http.Server{})
+	for range 2 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		io.WriteString(conn, "POST /v1/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+	}
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	resp, _, _ := rawExchange(t, addr, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp.StatusCode != 200 || time.Since(start) > 3*time.Second {
+		t.Errorf("a probe at the cap: HTTP %d after %v; want 200 within 3 s", resp.StatusCode, time.Since(start))
+	}
+	resp, conn, br := rawExchange(t, addr, "GET /v1/locks HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("another request on a probe slot: HTTP %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if !closedAfter(conn, br, time.Second) {
+		t.Error("the probe slot's connection was not closed after its 503")
+	}
+}

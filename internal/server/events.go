@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -22,6 +24,17 @@ import (
 // DefaultEventsKeepAlive is how often a quiet stream gets a comment line,
 // so that proxies and load balancers keep it open.
 const DefaultEventsKeepAlive = 15 * time.Second
+
+// DefaultMaxStreams bounds the event streams open at once on a server
+// (serve --max-streams): each holds a connection and a socket's buffers.
+const DefaultMaxStreams = 1000
+
+// streamSendBuffer is the socket send buffer of an event stream's
+// connection. Linux would otherwise grow it up to tcp_wmem's maximum (4 MB
+// on many hosts) for a reader that does not read, in kernel memory that the
+// server does not see; events are small, and a reader that keeps up needs
+// little room. (The kernel doubles it, for its own bookkeeping.)
+const streamSendBuffer = 32 << 10
 
 // eventsRequest is GET /v1/events's query.
 type eventsRequest struct {
@@ -70,8 +83,29 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		q.last = id
 	}
-	if !s.allowed(w, r, Access{Op: "events", Client: q.filter.Client}) {
+	acc := Access{Op: "events", Client: q.filter.Client}
+	if !s.allowed(w, r, acc) {
 		return
+	}
+	if n := s.streams.Add(1); n > int64(s.maxStreams) {
+		s.streams.Add(-1)
+		s.deny(w, r, acc, &Denial{Code: lk.CodeRateLimited, RetryAfter: time.Second,
+			Message: fmt.Sprintf("the server has %d event streams open, its --max-streams; retry later, or on another server", s.maxStreams)})
+		return
+	}
+	defer s.streams.Add(-1)
+	if sa, ok := s.auth.(StreamAdmitter); ok {
+		release, d := sa.AdmitStream(r, acc)
+		if d != nil {
+			s.deny(w, r, acc, d)
+			return
+		}
+		defer release()
+	}
+	if conn, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+		if tc := tcpConn(conn); tc != nil {
+			tc.SetWriteBuffer(streamSendBuffer)
+		}
 	}
 	var scope func(string) bool
 	if cs, ok := s.auth.(ClientScoper); ok {

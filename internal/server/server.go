@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/engine"
@@ -27,6 +28,9 @@ type Options struct {
 	// EventsKeepAlive is how often a quiet event stream gets a comment
 	// line (0: DefaultEventsKeepAlive).
 	EventsKeepAlive time.Duration
+	// MaxStreams bounds the event streams open at once on this server, of
+	// every principal (0: DefaultMaxStreams); beyond, 429 rate_limited.
+	MaxStreams int
 }
 
 // Server is the HTTP front of one engine.
@@ -38,13 +42,19 @@ type Server struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	keepAlive time.Duration
+
+	maxStreams int
+	streams    atomic.Int64 // open event streams
 }
 
 // New returns the HTTP front of eng. Draining and closing are the engine's
 // (engine.Engine.Drain, Close).
 func New(eng *engine.Engine, opts Options) *Server {
 	s := &Server{eng: eng, auth: opts.Authorizer, metrics: opts.Metrics, obs: opts.Observer, log: opts.Logger,
-		keepAlive: opts.EventsKeepAlive}
+		keepAlive: opts.EventsKeepAlive, maxStreams: opts.MaxStreams}
+	if s.maxStreams <= 0 {
+		s.maxStreams = DefaultMaxStreams
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -56,4 +66,4 @@ func New(eng *engine.Engine, opts Options) *Server {
 }
 
 // Handler returns the HTTP handler of the API.
-func (s *Server) Handler() http.Handler { return s.observed(s.mux) }
+func (s *Server) Handler() http.Handler { return s.observed(s.authenticated(s.mux)) }
