@@ -48,6 +48,11 @@ func (c ErrorCode) Text() string { return strings.ReplaceAll(string(c), "_", " "
 type Error struct {
 	Code    ErrorCode
 	Message string
+	// Applied, on a 503 of an operation (unavailable, shutting_down), is
+	// false when the server knows the operation did not happen: its
+	// transaction's COMMIT was never sent. nil when that is unknown (the
+	// COMMIT was sent and its answer lost), and on every other error.
+	Applied *bool
 }
 
 func (e *Error) Error() string {
@@ -65,6 +70,14 @@ func (e *Error) Is(target error) bool {
 
 // Errorf returns an *Error with code and message.
 func Errorf(code ErrorCode, message string) *Error { return &Error{Code: code, Message: message} }
+
+// NotApplied returns e marked as an operation that did not happen (Applied
+// false).
+func (e *Error) NotApplied() *Error {
+	f := false
+	e.Applied = &f
+	return e
+}
 
 // The sentinels of the codes, for errors.Is. The operations of package
 // service return the contract's five (wrapped, or as an *Error of the same

@@ -42,7 +42,16 @@ type AcquireResult struct {
 	// EstimatedWait (Queued) is the expected wait in seconds, an estimate
 	// from the lock's recent hold times; nil when the lock has no history.
 	EstimatedWait *float64 `json:"estimated_wait_s,omitempty"`
+	// Reason (Queued) says why a blocked acquire was answered before its
+	// wait ran out: ReasonServerStopping. The client is still queued.
+	Reason string `json:"reason,omitempty"`
 }
+
+// ReasonServerStopping is the Reason of a blocked acquire answered
+// "queued" because its server is stopping: the client is still queued,
+// and may wait on for what is left of its wait, on another server or on
+// this one once restarted (its status shows the grant when it comes).
+const ReasonServerStopping = "server_stopping"
 
 // MarshalJSON writes the fields of the outcome, zeros included (a lease
 // granted at time 0 has "granted_at": 0), and no others.
@@ -58,6 +67,7 @@ func (r AcquireResult) MarshalJSON() ([]byte, error) {
 		Predecessors  []Predecessor `json:"predecessors,omitempty"`
 		Aborts        []Abort       `json:"aborts,omitempty"`
 		EstimatedWait *float64      `json:"estimated_wait_s,omitempty"`
+		Reason        string        `json:"reason,omitempty"`
 	}{Outcome: r.Outcome, Victims: r.Victims}
 	if len(r.Victims) > 0 {
 		w.Aborts = r.Aborts
@@ -68,7 +78,7 @@ func (r AcquireResult) MarshalJSON() ([]byte, error) {
 		w.Predecessors = r.Predecessors
 	case Queued:
 		w.Position = &r.Position
-		w.EstimatedWait = r.EstimatedWait
+		w.EstimatedWait, w.Reason = r.EstimatedWait, r.Reason
 	}
 	return marshal(w)
 }
@@ -240,25 +250,27 @@ type NotReady struct {
 type errorWire struct {
 	Code    ErrorCode `json:"error"`
 	Message string    `json:"message"`
+	Applied *bool     `json:"applied,omitempty"`
 }
 
-// MarshalJSON writes {"error": code, "message": message}; a message is
+// MarshalJSON writes {"error": code, "message": message}, with "applied":
+// false when the operation is known not to have happened; a message is
 // never empty there: without one, it is the code's text.
 func (e *Error) MarshalJSON() ([]byte, error) {
 	msg := e.Message
 	if msg == "" {
 		msg = e.Code.Text()
 	}
-	return marshal(errorWire{e.Code, msg})
+	return marshal(errorWire{e.Code, msg, e.Applied})
 }
 
-// UnmarshalJSON reads {"error": code, "message": message}.
+// UnmarshalJSON reads {"error": code, "message": message, "applied": ...}.
 func (e *Error) UnmarshalJSON(b []byte) error {
 	var w errorWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	e.Code, e.Message = w.Code, w.Message
+	e.Code, e.Message, e.Applied = w.Code, w.Message, w.Applied
 	return nil
 }
 

@@ -60,10 +60,22 @@ const withdrawAttempt = 5 * time.Second
 //     and asks for what is left of the wait), ...;
 //   - an error that never left this machine (the server refused the
 //     connection, its certificate was not trusted): nothing was queued;
+//   - the *Error of a 5xx answer that said "applied": false
+//     (Error.NotApplied: the server is stopping, or lost its database, and
+//     did nothing) once no wait is left: within the wait, Acquire asks
+//     again, every half a second, of whichever server answers at the URL;
+//   - a *QueuedError too when a server stopped during the wait (queued,
+//     reason server_stopping) and the wait then ran out. Until then the
+//     client is still queued: Acquire follows the wait through the
+//     client's status, read every half a second from whichever server
+//     answers at the URL (another one, or this one restarted), and takes
+//     the lease once the status shows it, confirmed by a renew (its
+//     Predecessors are then unknown); ErrWithdrawn when the status shows
+//     the client neither holding nor awaiting lock any more;
 //   - an *UnknownOutcomeError when the request may have reached the server
 //     but no answer told what became of it: the connection broke (the
-//     server died during the wait, say), ctx ended, or a 5xx answer (such as
-//     ErrUnavailable). The request may have left the client queued, or
+//     server died during the wait, say), ctx ended, or a 5xx answer that
+//     did not say "applied": false (Error.OutcomeUnknown). The request may have left the client queued, or
 //     granted a lease nobody renews, so Acquire withdraws it: it sends a
 //     release for the client on lock, again while no answer comes, for up
 //     to WithdrawFor, whatever ctx's state. That release would also end a
@@ -79,7 +91,9 @@ func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) 
 	}
 	start := time.Now()
 	retryUntil := start.Add(max(opts.Wait, c.rateLimitWait))
+	waitEnds := start.Add(opts.Wait)
 	once := opts
+	stopped := false // a server stopped during this acquire: connections refused are its restart
 	for {
 		send := time.Now()
 		res, err := c.AcquireOnce(context.WithValue(ctx, noRateLimitRetry{}, true), lock, once)
@@ -94,8 +108,20 @@ func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) 
 			}
 			once.Wait = max(opts.Wait-time.Since(start), 0).Truncate(time.Second)
 			continue
+		case errors.As(err, &e) && e.Status >= 500 && e.NotApplied && pauseUntil(ctx, waitEnds):
+			// The server said nothing happened (it is stopping, or its
+			// database is away): ask again, for what is left of the wait,
+			// of whichever server answers at the URL.
+			stopped = stopped || errors.Is(err, ErrShuttingDown)
+			once.Wait = max(time.Until(waitEnds), 0).Truncate(time.Second)
+			continue
+		case errors.As(err, &e) && e.Status >= 500 && e.NotApplied:
+			return nil, err // nothing happened, and no wait is left
 		case errors.As(err, &e) && e.Status < 500:
 			return nil, err // an answer, or refused before it was sent (Status 0)
+		case err != nil && unsent(err) && stopped && pauseUntil(ctx, waitEnds):
+			once.Wait = max(time.Until(waitEnds), 0).Truncate(time.Second)
+			continue
 		case err != nil && unsent(err):
 			return nil, err
 		case err != nil:
@@ -105,6 +131,9 @@ func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) 
 		switch res.Outcome {
 		case lk.Granted:
 		case lk.Queued:
+			if res.Reason == lk.ReasonServerStopping && time.Now().Before(waitEnds) {
+				return c.rejoin(ctx, opts, lock, res, waitEnds, withdrawFor)
+			}
 			werr := c.withdraw(ctx, opts.Client, lock, withdrawFor)
 			return nil, &QueuedError{Position: res.Position, Victims: res.Victims, WithdrawErr: werr}
 		case lk.Deadlock:
@@ -118,6 +147,76 @@ func (c *Client) Acquire(ctx context.Context, lock string, opts AcquireOptions) 
 			return startLease(c, opts.Client, lock, opts.TTL, res, send, false), nil
 		}
 		return c.confirmGrant(ctx, opts, lock, res, send)
+	}
+}
+
+// rejoinPoll is how often rejoin reads the client's status: the delay,
+// at most, between a grant and the lease's start.
+const rejoinPoll = 500 * time.Millisecond
+
+// rejoin waits on after a server stopped during the wait (queued, with
+// reason server_stopping): the client is still queued in the database,
+// and an acquire sent again would be refused as client busy, so it reads
+// the client's status, from whichever server answers at the URL (another
+// one, or this one restarted), until the client holds lock, or no longer
+// waits for it, or the wait runs out (then it withdraws, as Acquire does).
+// A grant found so is confirmed by a renew, as a late one is: when it was
+// made is unknown.
+func (c *Client) rejoin(ctx context.Context, opts AcquireOptions, lock string, res lk.AcquireResult, until time.Time, withdrawFor time.Duration) (*Lease, error) {
+	position := res.Position
+	for {
+		qctx, cancel := context.WithTimeout(ctx, withdrawAttempt)
+		st, err := c.Status(qctx, opts.Client)
+		cancel()
+		var e *Error
+		switch {
+		case ctx.Err() != nil:
+			werr := c.withdraw(ctx, opts.Client, lock, withdrawFor)
+			return nil, &UnknownOutcomeError{Client: opts.Client, Lock: lock, Err: ctx.Err(), WithdrawErr: werr}
+		case errors.As(err, &e) && e.Status >= 400 && e.Status < 500 && e.Status != http.StatusTooManyRequests:
+			// Refused (a principal without status): the wait cannot be
+			// followed, so it ends as if it had run out.
+			werr := c.withdraw(ctx, opts.Client, lock, withdrawFor)
+			return nil, &QueuedError{Position: position, Victims: res.Victims, WithdrawErr: werr}
+		case err != nil:
+			// The server restarting, or none answering yet.
+		default:
+			for _, h := range st.Holds {
+				if h.Lock == lock {
+					g := lk.AcquireResult{Outcome: lk.Granted, Token: h.Token, ExpiresAt: h.ExpiresAt, Victims: res.Victims, Aborts: res.Aborts}
+					// Counted from a ttl ago: without the renew's
+					// answer the lease is taken as lost at once.
+					return c.confirmGrant(ctx, opts, lock, g, time.Now().Add(-opts.TTL))
+				}
+			}
+			if st.Waiting == nil || st.Waiting.Lock != lock {
+				// The request ended while the server was away from
+				// this client: withdrawn from elsewhere, or aborted.
+				return nil, ErrWithdrawn
+			}
+			position = st.Waiting.Position
+		}
+		if !pauseUntil(ctx, until) {
+			werr := c.withdraw(ctx, opts.Client, lock, withdrawFor)
+			return nil, &QueuedError{Position: position, Victims: res.Victims, WithdrawErr: werr}
+		}
+	}
+}
+
+// pauseUntil sleeps before a retry, rejoinPoll or less, and reports
+// whether there is time left before until, and ctx still lives.
+func pauseUntil(ctx context.Context, until time.Time) bool {
+	d := min(rejoinPoll, time.Until(until))
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return time.Now().Before(until)
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -214,6 +214,9 @@ func errorOf(resp *http.Response, b []byte) *Error {
 	var w lk.Error
 	if json.Unmarshal(b, &w) == nil && w.Code != "" {
 		e.Code, e.Message = w.Code, w.Message
+		if w.Applied != nil && !*w.Applied && resp.StatusCode >= 500 {
+			e.NotApplied = true
+		}
 	} else {
 		e.Message = fmt.Sprintf("unexpected answer %.200q", bytes.TrimSpace(b))
 	}

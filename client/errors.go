@@ -43,12 +43,14 @@ var (
 	// ErrInternal: the server's database failed; nothing was acknowledged.
 	ErrInternal = lk.ErrInternal
 	// ErrShuttingDown: the server is stopping; another server (or this one,
-	// restarted) may answer a retry.
+	// restarted) may answer a retry. The operation did not happen
+	// (Error.NotApplied).
 	ErrShuttingDown = lk.ErrShuttingDown
 	// ErrUnavailable (503): the server lost its PostgreSQL database for the
 	// moment (a failover, a restart, a lock wait cut off). The operation did
-	// not happen, or, when the commit itself was cut off, it may have: read
-	// the state (Status) before acting on a retry's answer.
+	// not happen when the answer says so (Error.NotApplied); otherwise its
+	// commit was cut off and it may have: read the state (Status) before
+	// acting on a retry's answer.
 	ErrUnavailable = lk.ErrUnavailable
 	// ErrUnauthenticated (401): a server with an auth file got no bearer
 	// token, or one it does not know (WithBearerToken). Nothing changed.
@@ -89,7 +91,16 @@ type Error struct {
 	Code       lk.ErrorCode  // "not_holder", "invalid_arguments", ...
 	Message    string        // what was wrong, e.g. "lock is longer than 256 bytes"
 	RetryAfter time.Duration // the answer's Retry-After, 0 when none
+	// NotApplied: a 5xx answer said "applied": false, the server's word
+	// that the operation did not happen (its COMMIT was never sent), so
+	// that retrying it is safe. Without it a 5xx answer's operation may
+	// have happened or not: the outcome is unknown.
+	NotApplied bool
 }
+
+// OutcomeUnknown reports whether e's operation may have happened: a 5xx
+// answer that did not say "applied": false.
+func (e *Error) OutcomeUnknown() bool { return e.Status >= 500 && !e.NotApplied }
 
 func (e *Error) Error() string {
 	switch {

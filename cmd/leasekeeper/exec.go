@@ -63,7 +63,10 @@ While it waits for the lock, exec prints the client's position in the queue
 on standard error when it changes (every 30 seconds if not). If the acquire
 gets no answer (the server died or restarted during the wait), its request
 may still be queued: exec withdraws it, sending the release again until the
-server answers or --wait plus --ttl has passed, and does not run COMMAND.
+server answers or --wait plus --ttl has passed, and does not run COMMAND. A
+server that stops gracefully (SIGTERM) during the wait says so, and exec
+waits on for what is left of --wait, on whichever server then answers at
+its URL (this one restarted, or another behind it).
 
 If the lease is lost while COMMAND runs (the server refused a renew: released
 from elsewhere, lapsed, or the client was aborted as a deadlock victim; or no

@@ -50,7 +50,7 @@ func answersIn(ops []history.Op, server int, from, to int64) answers {
 			a.counts["not sent"]++
 		case o.Unknown && o.Status == 0:
 			a.counts["no answer"]++
-		case o.Unknown:
+		case o.Unknown, o.NotApplied:
 			a.counts[fmt.Sprint(o.Status)]++
 		default:
 			a.counts["answered"]++

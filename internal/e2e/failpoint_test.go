@@ -28,6 +28,9 @@ var caughtBy = map[string][]string{
 	failpoint.SkipServiceLock: {validate.CheckTokenUnique, validate.CheckExclusive, validate.CheckLinearization, validate.CheckRecovery},
 	// With the clock stepped back (clock-step-back).
 	failpoint.TimeBackwards: {validate.CheckTimeOrder, validate.CheckHealthClock, validate.CheckTokenOrder},
+	// With commit-then-fail: operations that committed, answered "applied":
+	// false, which the recording client trusts.
+	failpoint.WrongNotApplied: {validate.CheckLinearization, validate.CheckTokenUnique, validate.CheckLostWrite, validate.CheckExclusive},
 }
 
 // TestFailpointsCaught runs each scenario once per failpoint it names,

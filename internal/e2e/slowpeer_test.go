@@ -59,7 +59,7 @@ var _ = register(scenario{
 					cl.Acquire(context.Background(), id, lock, 300, lk.Exclusive, 0)
 					// Released whatever the acquire's outcome, so that
 					// an unknown one is settled.
-					for cl.Release(context.Background(), id, lock).Output.Unknown {
+					for out := cl.Release(context.Background(), id, lock).Output; out.Unknown || out.NotApplied; out = cl.Release(context.Background(), id, lock).Output {
 						select {
 						case <-probing:
 							return

@@ -58,6 +58,8 @@ type runner struct {
 	mark      *mark
 	markToken int64
 
+	// commits counts the groups committed, for failpoint.CommitThenFail.
+	commits int
 	// groupFailed is the error of an operation of the group that failed
 	// with no savepoint to undo it alone: the group must not commit.
 	// (PostgreSQL answers the COMMIT of a transaction that a failed
@@ -301,7 +303,7 @@ func (r *runner) commit(tx *repo.Tx) error {
 		if r.hooks.prepareFailed != nil && len(r.events) > 0 {
 			r.hooks.prepareFailed(err)
 		}
-		return err
+		return commitSent(err)
 	}
 	if r.mark != nil {
 		r.markToken = mc.Token
@@ -310,6 +312,34 @@ func (r *runner) commit(tx *repo.Tx) error {
 		r.mark.saw(mc)
 	}
 	return nil
+}
+
+// ErrOutcomeUnknown marks the error of an operation whose transaction's
+// COMMIT was sent and failed: the database may have committed it all the
+// same (a connection lost after the database received the COMMIT, a
+// deadline cut off while it ran), so the caller must not be told that the
+// operation did not happen. Every other failure of an operation comes
+// before its COMMIT is sent, and leaves nothing behind.
+var ErrOutcomeUnknown = errors.New("the commit was sent, and its outcome is unknown")
+
+// commitSent marks err, a COMMIT's failure, with ErrOutcomeUnknown.
+func commitSent(err error) error {
+	if failpoint.Enabled(failpoint.WrongNotApplied) {
+		return err // the fault: as if the COMMIT had never gone out
+	}
+	return fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
+}
+
+// commitThenFail is the environment's fault failpoint.CommitThenFail: a
+// group's COMMIT that succeeded answers as a lost connection would.
+func (r *runner) commitThenFail() error {
+	if !failpoint.Enabled(failpoint.CommitThenFail) {
+		return nil
+	}
+	if r.commits++; r.commits%failpoint.CommitThenFailEvery != 0 {
+		return nil
+	}
+	return commitSent(fmt.Errorf("%w: the connection was lost during the COMMIT (failpoint %s)", lk.ErrUnavailable, failpoint.CommitThenFail))
 }
 
 // committed hands the committed transaction's events to the hook.
@@ -418,7 +448,7 @@ func (r *runner) closeGroup(commit bool) (err error) {
 		return err
 	}
 	r.committed()
-	return nil
+	return r.commitThenFail()
 }
 
 // checkpoint writes what committed into the database's main file

@@ -150,6 +150,7 @@ func await(e *Engine, ctx context.Context, client, lock string, wait time.Durati
 	}
 	timeout := e.com.clock.After(wait)
 	var retry <-chan time.Time // a recheck that failed, to try again
+	stopping := false          // the engine drains: the answer says so
 	for {
 		var final bool // answer now, queued or not
 		select {
@@ -164,7 +165,7 @@ func await(e *Engine, ctx context.Context, client, lock string, wait time.Durati
 		case <-timeout:
 			final = true
 		case <-e.draining:
-			final = true // shutting down: answer with the state as it is
+			final, stopping = true, true // shutting down: answer with the state as it is
 		case <-ctx.Done():
 			return lk.AcquireResult{}, ctx.Err()
 		}
@@ -197,8 +198,14 @@ func await(e *Engine, ctx context.Context, client, lock string, wait time.Durati
 		}
 		switch {
 		case st.Rank > 0 && final:
-			return lk.AcquireResult{Outcome: lk.Queued, Position: st.Rank, Victims: queued.Victims, Aborts: queued.Aborts,
-				EstimatedWait: st.EstimatedWait}, nil
+			res := lk.AcquireResult{Outcome: lk.Queued, Position: st.Rank, Victims: queued.Victims, Aborts: queued.Aborts,
+				EstimatedWait: st.EstimatedWait}
+			if stopping {
+				// Cut short, not run out: the client is still queued, and
+				// may wait on elsewhere.
+				res.Reason = lk.ReasonServerStopping
+			}
+			return res, nil
 		case st.Rank > 0:
 			// still waiting
 		case st.Hold != nil:

@@ -42,6 +42,11 @@
 //	                    group's time at or above the last, and refuse a
 //	                    transaction at a time below the service's, are
 //	                    skipped)
+//	wrong-not-applied   internal/engine/runner.go: a COMMIT that failed is
+//	                    not marked as sent, so the 503 it ends in says
+//	                    "applied": false although the database may have
+//	                    committed it (planted with commit-then-fail,
+//	                    which makes it so)
 package failpoint
 
 // EnvVar names the environment variable that enables failpoints in a
@@ -57,7 +62,8 @@ const (
 	DropWakeup         = "drop-wakeup"
 	SkipServiceLock    = "skip-service-lock"
 	SkipHandover       = "skip-handover"
+	WrongNotApplied    = "wrong-not-applied"
 )
 
 // All lists every failpoint, for the tests that plant each in turn.
-var All = []string{AcceptStaleWrite, ReissueToken, AnswerBeforeCommit, GrantEarly, DropWakeup, SkipServiceLock, SkipHandover, TimeBackwards}
+var All = []string{AcceptStaleWrite, ReissueToken, AnswerBeforeCommit, GrantEarly, DropWakeup, SkipServiceLock, SkipHandover, TimeBackwards, WrongNotApplied}

@@ -155,12 +155,17 @@ func encode(v any) ([]byte, error) {
 func (s *Server) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, engine.ErrClosed):
-		replyError(w, lk.Errorf(lk.CodeShuttingDown, "the server is stopping; retry on another server, or on this one once restarted"))
+		// The committer never took the operation.
+		replyError(w, lk.Errorf(lk.CodeShuttingDown, "the server is stopping; the operation did not happen: retry on another server, or on this one once restarted").NotApplied())
 	case errors.Is(err, context.Canceled):
 		// the caller went away: nobody to answer
+	case errors.Is(err, lk.ErrUnavailable) && errors.Is(err, engine.ErrOutcomeUnknown):
+		// The COMMIT went out: "applied" is left out, as unknown.
+		s.log.Warn("database unavailable during a commit", "err", err)
+		replyError(w, lk.Errorf(lk.CodeUnavailable, "the database failed during the operation's commit, which it may have taken: read the state before retrying"))
 	case errors.Is(err, lk.ErrUnavailable):
 		s.log.Warn("database unavailable", "err", err)
-		replyError(w, lk.Errorf(lk.CodeUnavailable, "the database is unavailable; the operation did not happen, unless the connection broke during its commit: read the state before retrying"))
+		replyError(w, lk.Errorf(lk.CodeUnavailable, "the database is unavailable; the operation did not happen").NotApplied())
 	case lk.IsContract(err), errors.Is(err, lk.ErrQuotaExceeded), errors.Is(err, lk.ErrTokenNotGranted):
 		replyError(w, lk.Errorf(lk.CodeOf(err), lk.Message(err)))
 	default:

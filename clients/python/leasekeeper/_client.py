@@ -142,8 +142,11 @@ class Client:
           ``retry_after`` would go past the wait;
         - :class:`OSError` when the request never left (the connection was
           refused, the certificate not trusted): nothing was queued;
+        - the :class:`Error` of a 5xx answer that said ``"applied": false``
+          (the server stopping, or its database away): nothing happened;
         - :class:`UnknownOutcome` when the request may have reached the
-          server but no answer said what became of it; it is withdrawn first.
+          server but no answer said what became of it (a 5xx answer without
+          ``"applied": false`` included); it is withdrawn first.
 
         Interrupted during the wait (``KeyboardInterrupt``), it withdraws
         the request before the interrupt goes on.
@@ -179,8 +182,8 @@ class Client:
                 ask = max(int(wait - (time.monotonic() - start)), 0)
                 continue
             except Error as e:
-                if 400 <= e.status < 500:
-                    raise  # an answer: nothing happened
+                if 400 <= e.status < 500 or not e.outcome_unknown:
+                    raise  # an answer, or a 5xx saying nothing happened
                 raise UnknownOutcome(lock, client, e, self._withdraw(lock, client, withdraw_for)) from e
             except (OSError, http.client.HTTPException) as e:
                 raise UnknownOutcome(lock, client, e, self._withdraw(lock, client, withdraw_for)) from e

@@ -38,12 +38,27 @@ class Error(Exception):
     """The answer's ``Retry-After``, in seconds; None when it has none.
     Answers 429 and 503 carry it."""
 
-    def __init__(self, code: str, message: str, status: int, retry_after: Optional[float] = None) -> None:
+    applied: Optional[bool]
+    """False when a 5xx answer said ``"applied": false``: the server's word
+    that the operation did not happen (its COMMIT was never sent), so that
+    a retry is safe. None otherwise: on a 5xx answer without it, the
+    operation may have happened (:attr:`outcome_unknown`)."""
+
+    def __init__(
+        self, code: str, message: str, status: int, retry_after: Optional[float] = None, applied: Optional[bool] = None
+    ) -> None:
         super().__init__(code, message, status, retry_after)
         self.code = code
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        self.applied = False if applied is False and status >= 500 else None
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """Whether the operation may have happened: a 5xx answer that did
+        not say ``"applied": false`` (read the state before retrying)."""
+        return self.status >= 500 and self.applied is not False
 
     def __str__(self) -> str:
         if not self.code:
@@ -85,8 +100,9 @@ class RateLimited(Error):
 class Unavailable(Error):
     """``unavailable`` (503): the server's database is unreachable or failing
     over (PostgreSQL), or its file could not be written (SQLite). The
-    operation did not happen, unless the connection broke during its commit:
-    read the state before acting on a retry's answer."""
+    operation did not happen when :attr:`applied` is False; otherwise its
+    commit was cut off and it may have (:attr:`outcome_unknown`): read the
+    state before acting on a retry's answer."""
 
 
 _BY_CODE: Dict[str, Type[Error]] = {
@@ -99,10 +115,12 @@ _BY_CODE: Dict[str, Type[Error]] = {
 }
 
 
-def error_for(code: str, message: str, status: int, retry_after: Optional[float] = None) -> Error:
+def error_for(
+    code: str, message: str, status: int, retry_after: Optional[float] = None, applied: Optional[bool] = None
+) -> Error:
     """The :class:`Error` of an answer: the subclass of its code, if it has
     one."""
-    return _BY_CODE.get(code, Error)(code, message, status, retry_after)
+    return _BY_CODE.get(code, Error)(code, message, status, retry_after, applied)
 
 
 class NotAcquired(Exception):
@@ -192,8 +210,9 @@ class Withdrawn(Exception):
 class UnknownOutcome(Exception):
     """An acquire's request may have reached the server, but no answer told
     what became of it: the connection broke (the server died during the
-    wait, say), the socket timed out, or the server answered 5xx
-    (:class:`Unavailable`, ...) or something that is not the API's.
+    wait, say), the socket timed out, or the server answered 5xx without
+    ``"applied": false`` (:class:`Unavailable`, ...) or something that is
+    not the API's.
 
     The request may have left the client queued, or granted it a lease
     nobody renews, so the client withdraws it first, sending a release again

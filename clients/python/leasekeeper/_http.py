@@ -315,7 +315,14 @@ def decode_answer(method: str, path: str, status: int, data: bytes, retry_after_
         raise Error("", "%s %s: unexpected answer %r" % (method, path, data[:200]), status)
     if isinstance(obj, dict) and isinstance(obj.get("error"), str) and obj["error"]:
         message = obj.get("message")
-        raise error_for(obj["error"], message if isinstance(message, str) else "", status, retry_after(retry_after_header))
+        applied = obj.get("applied")
+        raise error_for(
+            obj["error"],
+            message if isinstance(message, str) else "",
+            status,
+            retry_after(retry_after_header),
+            False if applied is False else None,
+        )
     raise Error("", "%s %s: unexpected answer %r" % (method, path, data[:200]), status, retry_after(retry_after_header))
 
 

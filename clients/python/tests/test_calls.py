@@ -353,4 +353,20 @@ def test_error_classes_by_code() -> None:
             _http.decode_answer("GET", "/v1/x", 409, ('{"error":"%s","message":"m"}' % code).encode(), None)
         assert type(err.value) is cls and err.value.code == code
     assert _http.retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date past
+
+
+def test_unavailable_applied() -> None:
+    # A 503 says "applied": false only when nothing happened; without it
+    # (a COMMIT sent, its answer lost) the outcome is unknown.
+    from leasekeeper import _http
+
+    with pytest.raises(leasekeeper.Unavailable) as e:
+        _http.decode_answer("POST", "/v1/write", 503, b'{"error":"unavailable","message":"m","applied":false}', "1")
+    assert e.value.applied is False and not e.value.outcome_unknown
+    with pytest.raises(leasekeeper.Unavailable) as e:
+        _http.decode_answer("POST", "/v1/write", 503, b'{"error":"unavailable","message":"m"}', "1")
+    assert e.value.applied is None and e.value.outcome_unknown
+    with pytest.raises(leasekeeper.Error) as e:
+        _http.decode_answer("POST", "/v1/write", 409, b'{"error":"stale_token","message":"m","applied":false}', None)
+    assert e.value.applied is None and not e.value.outcome_unknown
     assert _http.retry_after(None) is None

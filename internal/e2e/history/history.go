@@ -58,6 +58,13 @@ type Output struct {
 	// NotSent: the connection was refused, so no server saw the request
 	// and the operation did not happen. The checks and the model skip it.
 	NotSent bool `json:"not_sent,omitempty"`
+	// NotApplied: a 5xx answer that said "applied": false, the server's
+	// word that the operation did not happen. The recording client trusts
+	// it, as a client would: the checks and the model skip the operation
+	// as one not sent, so a server that says so of an operation that did
+	// happen (failpoint wrong-not-applied) leaves effects that no
+	// operation explains.
+	NotApplied bool `json:"not_applied,omitempty"`
 	// Err is the code of an error answer below 500: the operation was
 	// judged and refused (client_busy, not_holder, stale_token, ...).
 	Err       lk.ErrorCode `json:"error,omitempty"`
@@ -79,7 +86,11 @@ type Output struct {
 }
 
 // Known reports whether the operation was answered, below 500.
-func (o Output) Known() bool { return !o.Unknown && !o.NotSent }
+func (o Output) Known() bool { return !o.Unknown && !o.NotSent && !o.NotApplied }
+
+// Skipped reports whether the operation did not happen, as its client was
+// told: never sent, or answered "applied": false.
+func (o Output) Skipped() bool { return o.NotSent || o.NotApplied }
 
 // Op is one recorded operation. Times are nanoseconds since the history's
 // start, on the monotonic clock.
@@ -132,6 +143,10 @@ const (
 	// and a check that reads them as this machine's time must not judge the
 	// operations that follow.
 	FaultClockStep = "clock-step"
+	// FaultCommitThenFail notes that a server answers some groups whose
+	// COMMIT succeeded as if it had failed (the failpoint
+	// commit-then-fail), from this moment on: 503s are its doing.
+	FaultCommitThenFail = "commit-then-fail"
 )
 
 // History is what a run recorded: operations and faults. It is safe for
@@ -259,6 +274,8 @@ func (o Output) String() string {
 		return "unknown (" + o.Detail + ")"
 	case o.NotSent:
 		return "not sent (" + o.Detail + ")"
+	case o.NotApplied:
+		return "not applied (" + o.Detail + ")"
 	case o.Err != "":
 		return "error " + string(o.Err)
 	case o.Outcome == lk.Granted || o.Outcome == lk.Renewed:

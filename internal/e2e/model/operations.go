@@ -25,7 +25,7 @@ func Operations(ops []history.Op, faults []history.Fault, answerSettle time.Dura
 	returns := Returns(faults, answerSettle)
 	out := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
-		if op.Output.NotSent || IsLapseLock(op.Input.Lock) {
+		if op.Output.Skipped() || IsLapseLock(op.Input.Lock) {
 			continue // a lapse is a move no operation shows: not the model's
 		}
 		out = append(out, porcupine.Operation{

@@ -64,6 +64,10 @@ func (c *Client) do(ctx context.Context, in history.Input, send func(ctx context
 		}
 	case errors.Is(err, syscall.ECONNREFUSED):
 		out = history.Output{NotSent: true, Detail: err.Error()}
+	case errors.As(err, &e) && e.NotApplied:
+		// The server's word that nothing happened, trusted as a client
+		// would: the checks catch a server that says it wrongly.
+		out = history.Output{NotApplied: true, Detail: err.Error(), Status: e.Status, Code: e.Code, RetryAfter: int64(e.RetryAfter / time.Second)}
 	default:
 		out = history.Output{Unknown: true, Detail: err.Error()}
 		if e != nil {

@@ -137,7 +137,7 @@ func checkHoldersAfter(vs *violations, ops []history.Op, lock string, res lk.Ins
 	byClient := map[string]*client{}
 	for i := range byCall {
 		op := &byCall[i]
-		if op.Input.Lock != lock || op.Output.NotSent || (op.Input.Kind != history.Acquire && op.Input.Kind != history.Release) {
+		if op.Input.Lock != lock || op.Output.Skipped() || (op.Input.Kind != history.Acquire && op.Input.Kind != history.Release) {
 			continue
 		}
 		c := byClient[op.Input.Client]

@@ -75,7 +75,7 @@ func dbWindows(faults []history.Fault) []dbWindow {
 			server, key = -1, -2-f.Server
 		}
 		switch {
-		case f.Kind == history.FaultPrimaryCrash, strings.HasPrefix(f.Kind, "cut-db"),
+		case f.Kind == history.FaultPrimaryCrash, strings.HasPrefix(f.Kind, "cut-db"), f.Kind == history.FaultCommitThenFail,
 			strings.HasPrefix(f.Kind, "delay-db") && f.Kind != "delay-db 0s",
 			strings.HasPrefix(f.Kind, "fsize-limit"), f.Kind == "pause":
 			if _, ok := open[key]; !ok {

@@ -49,6 +49,18 @@ func TestAnswerChecksBite(t *testing.T) {
 			b.op(3100, 3200, rd("k", false), history.Output{})
 			b.op(4000, 4100, rd("k", true), value("a1", 1))
 		}, nil, porcupine.Illegal},
+		{"a committed write answered 503 with its outcome unknown (commit-then-fail)", func(b *hist) {
+			b.op(0, 10, acq("a", 0), grant(1))
+			b.h.RecordFault(history.Fault{At: 20 * 1e6, Kind: history.FaultCommitThenFail})
+			b.op(30, 40, wr("a", "k", "a1", 1), unavailable)
+			b.op(4000, 4100, rd("k", true), value("a1", 1))
+		}, nil, porcupine.Ok},
+		{"a committed write answered 503 \"applied\": false, trusted", func(b *hist) {
+			b.op(0, 10, acq("a", 0), grant(1))
+			b.h.RecordFault(history.Fault{At: 20 * 1e6, Kind: history.FaultCommitThenFail})
+			b.op(30, 40, wr("a", "k", "a1", 1), history.Output{NotApplied: true, Detail: "unavailable", Status: 503, Code: lk.CodeUnavailable, RetryAfter: 1})
+			b.op(4000, 4100, rd("k", true), value("a1", 1))
+		}, []string{CheckPhantomValue}, porcupine.Illegal},
 		{"500 during a failover", func(b *hist) {
 			b.outage(20, 2000)
 			b.op(30, 40, rel("a"), history.Output{Unknown: true, Status: 500, Code: "internal"})

@@ -100,7 +100,7 @@ func CheckPolls(h *history.History, polls []HolderPoll) []Violation {
 	byClient := map[lc][]history.Op{}
 	grantOf := map[lt]history.Op{}
 	for _, op := range ops {
-		if op.Output.NotSent || (op.Input.Kind != history.Acquire && op.Input.Kind != history.Release) {
+		if op.Output.Skipped() || (op.Input.Kind != history.Acquire && op.Input.Kind != history.Release) {
 			continue
 		}
 		k := lc{op.Input.Lock, op.Input.Client}

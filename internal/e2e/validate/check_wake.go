@@ -113,7 +113,7 @@ func checkWake(vs *violations, h *history.History, ops []history.Op, faults []hi
 	leavers := map[string][]history.Op{}      // lock: releases that may have withdrawn a waiter, by call
 	var aborts []history.Op                   // acquires answered deadlock: their victims left some queue
 	for _, op := range ops {
-		if op.Output.NotSent {
+		if op.Output.Skipped() {
 			continue
 		}
 		l := op.Input.Lock

@@ -43,6 +43,8 @@ func outcome(op history.Op) string {
 		return string(op.Input.Kind) + " unknown"
 	case o.NotSent:
 		return string(op.Input.Kind) + " not_sent"
+	case o.NotApplied:
+		return string(op.Input.Kind) + " not_applied"
 	case o.Err != "":
 		return string(op.Input.Kind) + " " + string(o.Err)
 	case o.Outcome != "":
