@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/pgtest"
+	"github.com/leasekeeper/leasekeeper/repo"
+)
+
+// TestMarkPostgresRollback: on PostgreSQL, a server with a mark refuses a
+// database whose counters went back (a point-in-time restore, a failover to
+// an asynchronous standby), and with AcceptRollback moves the shared
+// counters past its mark.
+func TestMarkPostgresRollback(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	mark := filepath.Join(t.TempDir(), "pg.mark")
+	e, err := Open(ctx, dsn, Options{Mark: mark})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for range 3 {
+		res, err := e.Acquire(ctx, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 30, Mode: lk.Exclusive}, 0)
+		if err != nil || res.Outcome != lk.Granted {
+			t.Fatalf("acquire: %+v, %v", res, err)
+		}
+		last = res.Token
+		if _, err := e.Release(ctx, lk.ReleaseRequest{Client: "a", Lock: "L"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Close()
+
+	// The restore: the event counter and the lock's tokens back to the start.
+	r := openTestRunner(t, dsn)
+	r.mu.Lock()
+	tx, err := r.begin(ctx)
+	if err == nil {
+		c := r.st.Counters
+		c.EventID = 1
+		err = repo.ServiceCountersSet(tx, c)
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	r.mu.Unlock()
+	r.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = Open(ctx, dsn, Options{Mark: mark})
+	var rb *RollbackError
+	if !errors.As(err, &rb) || !strings.Contains(err.Error(), "event id 1") || !strings.Contains(err.Error(), "--accept-rollback") {
+		t.Fatalf("Open on the restored database: %v, want a *RollbackError naming the event id", err)
+	}
+	e, err = Open(ctx, dsn, Options{Mark: mark, AcceptRollback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	res, err := e.Acquire(ctx, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 30, Mode: lk.Exclusive}, 0)
+	// The mark reserved a block past the database's 0 at the first start.
+	if err != nil || res.Outcome != lk.Granted || res.Token <= markBlock || res.Token <= last {
+		t.Errorf("acquire after the accepted rollback: %+v, %v; want a token past the mark's reservation, %d", res, err, markBlock)
+	}
+}
