@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -304,9 +306,16 @@ func body(w http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
 	return &fields{badText: badTextFields(raw), get: func(k string) (any, bool) { v, ok := m[k]; return v, ok }}, nil
 }
 
-// query reads a GET's parameters.
+// query reads a GET's parameters. One given twice is refused, whatever
+// its name: answering for one of ?lock=a&lock=b would leave the caller to
+// guess which.
 func query(_ http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
 	q := r.URL.Query()
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if n := len(q[k]); n > 1 {
+			return nil, lk.Errorf(lk.CodeInvalidArguments, fmt.Sprintf("the parameter %s is given %d times: give it once", strconv.Quote(k), n))
+		}
+	}
 	return &fields{query: true, get: func(k string) (any, bool) {
 		if !q.Has(k) {
 			return nil, false
