@@ -20,6 +20,7 @@ func TestServeFlagErrorsExit2(t *testing.T) {
 		{"--store-max-keys", "-1"},
 		{"--store-max-keys=-1"},
 		{"--store-max-bytes", "-1"},
+		{"--store-max-total", "-1"},
 		{"--store-max-keys", "many"},
 		{"--max-connections", "-1"},
 		{"--max-connections", "x"},

@@ -45,13 +45,18 @@ type Principal struct {
 	// MaxWaiting is how many acquires with a wait the principal may have
 	// blocked on one server at once; 0 for no limit.
 	MaxWaiting int
-	hash       [sha256.Size]byte
+	// MaxStoreBytes bounds the bytes of keys and values the principal's
+	// writes hold in the fenced store, every lock together; 0 for no
+	// bound. Unlike the other limits, it is the database's, whichever
+	// server the writes went through.
+	MaxStoreBytes int64
+	hash          [sha256.Size]byte
 }
 
 // fileJSON and principalJSON are the auth file's format, exactly:
 //
 //	{"principals": [{"name": ..., "token_sha256": ..., "clients": [...], "role": ...,
-//	                 "rate": ..., "max_waiting": ...}]}
+//	                 "rate": ..., "max_waiting": ..., "max_store_bytes": ...}]}
 //
 // with "clients" for role client only, and the limits optional.
 type fileJSON struct {
@@ -65,8 +70,9 @@ type principalJSON struct {
 	Role        Role      `json:"role"`
 	// The limits stay raw, so that "5", 5.0 and null are refused rather
 	// than read as numbers or as absent.
-	Rate       json.RawMessage `json:"rate"`
-	MaxWaiting json.RawMessage `json:"max_waiting"`
+	Rate          json.RawMessage `json:"rate"`
+	MaxWaiting    json.RawMessage `json:"max_waiting"`
+	MaxStoreBytes json.RawMessage `json:"max_store_bytes"`
 }
 
 // HashToken is the token_sha256 of token: its SHA-256 in lower-case hex, as
@@ -98,8 +104,9 @@ func LoadFile(name string) ([]Principal, error) {
 // field anywhere, no principals, a missing or duplicate name, a token_sha256
 // that is not 64 hex digits, two principals with the same token, the hash of
 // the empty token, an unknown role, a client role without clients, clients
-// on another role, an empty or malformed pattern, and a limit ("rate",
-// "max_waiting") that is not an integer from 1 to MaxLimit.
+// on another role, an empty or malformed pattern, a limit ("rate",
+// "max_waiting") that is not an integer from 1 to MaxLimit, and a
+// "max_store_bytes" that is not an integer from 1 up.
 func Parse(data []byte) ([]Principal, error) {
 	var f fileJSON
 	if err := strictDecode(data, &f); err != nil {
@@ -185,6 +192,9 @@ func parsePrincipal(raw json.RawMessage) (Principal, error) {
 		return p, err
 	}
 	if p.MaxWaiting, err = parseLimit("max_waiting", "blocked acquires", pj.MaxWaiting); err != nil {
+		return p, err
+	}
+	if p.MaxStoreBytes, err = parseBytes("max_store_bytes", pj.MaxStoreBytes); err != nil {
 		return p, err
 	}
 	return p, nil

@@ -49,6 +49,23 @@ func parseLimit(key, unit string, raw json.RawMessage) (int, error) {
 	return int(n), nil
 }
 
+// parseBytes reads the optional "max_store_bytes": absent is 0 (no bound),
+// otherwise an integer from 1 up; 0 is refused as parseLimit refuses it.
+func parseBytes(key string, raw json.RawMessage) (int64, error) {
+	if len(raw) == 0 {
+		return 0, nil
+	}
+	n, ok := lk.Integer(json.Number(raw))
+	if !ok || n < 1 {
+		shown := string(raw)
+		if len(shown) > 40 {
+			shown = shown[:40] + "..."
+		}
+		return 0, fmt.Errorf("%q must be an integer from 1 up (bytes of keys and values in the fenced store; leave it out for no bound), got %s", key, shown)
+	}
+	return n, nil
+}
+
 // limiter is the state of one principal's limits on this server.
 type limiter struct {
 	name       string

@@ -275,12 +275,26 @@ func (e *Engine) Revoke(ctx context.Context, q lk.RevokeRequest) (lk.RevokeResul
 	return call(e, ctx, "revoke", q, service.Revoke)
 }
 
-// Write writes to the fenced store (L6); mayActAs, when not nil, is the
-// client ids the caller may act as (service.Write).
-func (e *Engine) Write(ctx context.Context, q lk.WriteRequest, mayActAs func(client string) bool) (lk.WriteResult, error) {
+// Writer is who writes to the fenced store: the client ids it may act as,
+// its principal and that principal's bound (service.Writer).
+type Writer = service.Writer
+
+// Write writes to the fenced store (L6) as w (service.WriteAs).
+func (e *Engine) Write(ctx context.Context, q lk.WriteRequest, w Writer) (lk.WriteResult, error) {
 	return call(e, ctx, "write", q, func(op *service.Op, q lk.WriteRequest) (lk.WriteResult, error) {
-		return service.Write(op, q, mayActAs)
+		return service.WriteAs(op, q, w)
 	})
+}
+
+// Delete removes a key from the fenced store, fenced as a write (L6).
+func (e *Engine) Delete(ctx context.Context, q lk.DeleteRequest) (lk.DeleteResult, error) {
+	return call(e, ctx, "delete", q, service.Delete)
+}
+
+// StoreClear removes every value of a lock's fenced store, an
+// administrator's clean-up.
+func (e *Engine) StoreClear(ctx context.Context, q lk.StoreClearRequest) (lk.StoreClearResult, error) {
+	return call(e, ctx, "store_clear", q, service.StoreClear)
 }
 
 // ReportStale records that a fence in a job's own database refused a

@@ -35,6 +35,8 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/release", operation(s, "release", body, decodeRelease, s.eng.Release))
 	s.mux.Handle("POST /v1/revoke", operation(s, "revoke", body, decodeRevoke, s.eng.Revoke))
 	s.mux.HandleFunc("POST /v1/write", s.handleWrite)
+	s.mux.Handle("POST /v1/delete", operation(s, "delete", body, decodeDelete, s.eng.Delete))                   // fencing.go
+	s.mux.Handle("POST /v1/store/clear", operation(s, "store_clear", body, decodeStoreClear, s.eng.StoreClear)) // fencing.go
 	s.mux.HandleFunc("POST /v1/unfence", s.handleUnfence)
 	s.mux.Handle("POST /v1/stale", operation(s, "stale", body, decodeStale, s.eng.ReportStale)) // stale.go
 	s.mux.Handle("GET /v1/inspect", operation(s, "inspect", query, decodeInspect, s.eng.Inspect))
@@ -377,6 +379,8 @@ func clientOf(q request) string {
 	case lk.StatusRequest:
 		return q.Client
 	case lk.StaleRequest:
+		return q.Client
+	case lk.DeleteRequest:
 		return q.Client
 	}
 	return ""
