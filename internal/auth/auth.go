@@ -50,8 +50,10 @@
 // bytes of keys and values the principal's writes may hold in the fenced
 // store, all locks together (unlike the others, for the whole database: a
 // write beyond is 409 quota_exceeded). A request over a limit is
-// answered 429 rate_limited with Retry-After. renew and release are never
-// limited: a refused renew would cost an honest holder its lease.
+// answered 429 rate_limited with Retry-After. renew and release of what
+// the client holds are never limited: a refused renew would cost an honest
+// holder its lease. Those of nothing count toward the rate (Charge), and
+// over it are refused (server.Denial.UnlessHolds).
 //
 // Patterns follow path.Match: '*' matches any run of characters other than
 // '/', '?' one such character, '[...]' a class, '\\' escapes. So "etl-*"

@@ -38,9 +38,9 @@ type Principal struct {
 	// RoleClient principal may act as; empty for the other roles.
 	Clients []string
 	// Rate is how many requests a second the principal may send to one
-	// server, with bursts of as many; 0 for no limit. renew and release
-	// are never limited (a refused renew would cost an honest holder its
-	// lease), nor are the open health and openapi.json.
+	// server, with bursts of as many; 0 for no limit. renew and release of
+	// what the client holds are never limited (a refused renew would cost
+	// an honest holder its lease), nor are the open health and openapi.json.
 	Rate int
 	// MaxWaiting is how many acquires with a wait the principal may have
 	// blocked on one server at once; 0 for no limit.

@@ -270,6 +270,13 @@ func (e *Engine) Release(ctx context.Context, q lk.ReleaseRequest) (lk.ReleaseRe
 	return call(e, ctx, "release", q, service.Release)
 }
 
+// Holds reports whether client holds a live lease on lock, or, with
+// orWaits, waits for it, read apart (service.Holds): what a renew or a
+// release by a principal over its rate must find to be let through.
+func (e *Engine) Holds(ctx context.Context, client, lock string, orWaits bool) (bool, error) {
+	return query(e, ctx, "holds", service.HoldsQuery{Client: client, Lock: lock, OrWaits: orWaits}, service.Holds)
+}
+
 // Revoke ends a client's lease as a release by it would.
 func (e *Engine) Revoke(ctx context.Context, q lk.RevokeRequest) (lk.RevokeResult, error) {
 	return call(e, ctx, "revoke", q, service.Revoke)

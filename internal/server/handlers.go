@@ -386,6 +386,18 @@ func clientOf(q request) string {
 	return ""
 }
 
+// lockOf is the lock of a renew or a release, for the Authorizer's
+// UnlessHolds; "" for the others.
+func lockOf(q request) string {
+	switch q := q.(type) {
+	case lk.RenewRequest:
+		return q.Lock
+	case lk.ReleaseRequest:
+		return q.Lock
+	}
+	return ""
+}
+
 // decodeRequest reads a request's fields into its typed request and
 // validates it: a request that is wrong is refused before it is judged.
 func decodeRequest[Q request](w http.ResponseWriter, r *http.Request, read func(http.ResponseWriter, *http.Request) (*fields, *lk.Error), decode func(*fields) Q) (Q, bool) {
@@ -413,11 +425,12 @@ func operation[Q request, R any](s *Server, name string, read func(http.Response
 	decode func(*fields) Q, exec func(context.Context, Q) (R, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, ok := decodeRequest(w, r, read, decode)
-		if !ok || !s.allowed(w, r, Access{Op: name, Client: clientOf(q)}) {
+		if !ok || !s.allowed(w, r, Access{Op: name, Client: clientOf(q), Lock: lockOf(q)}) {
 			return
 		}
 		res, err := exec(r.Context(), q)
 		if err != nil {
+			s.charge(r, name, err)
 			s.fail(w, err)
 			return
 		}
