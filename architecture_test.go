@@ -2,6 +2,10 @@ package leasekeeper_test
 
 import (
 	"bufio"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,5 +162,66 @@ func TestArchitectureNames(t *testing.T) {
 	}
 	if checked < 20 {
 		t.Errorf("only %d names checked: the page's paths are not being found", checked)
+	}
+}
+
+// TestArchitectureEngineFace: engine.Engine's exported methods are the ones
+// docs/architecture.md lists, and at most 25 of them: the face the HTTP
+// server sees stays one method per operation, and small.
+func TestArchitectureEngineFace(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join("internal", "engine", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var methods []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || !fn.Name.IsExported() {
+				continue
+			}
+			recv := fn.Recv.List[0].Type
+			if star, ok := recv.(*ast.StarExpr); ok {
+				recv = star.X
+			}
+			if id, ok := recv.(*ast.Ident); ok && id.Name == "Engine" {
+				methods = append(methods, fn.Name.Name)
+			}
+		}
+	}
+	if len(methods) > 25 {
+		t.Errorf("engine.Engine has %d exported methods, more than 25: %v", len(methods), methods)
+	}
+	doc, err := os.ReadFile(filepath.Join("docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The paragraph that names the face, from its first method to its count.
+	text := string(doc)
+	start := strings.Index(text, "whose exported face is")
+	end := strings.Index(text[max(start, 0):], " in all")
+	if start < 0 || end < 0 {
+		t.Fatal("docs/architecture.md has no paragraph \"whose exported face is ... in all\"")
+	}
+	para := text[start : start+end]
+	var listed []string
+	for _, m := range regexp.MustCompile("`([A-Z][A-Za-z]*)`").FindAllStringSubmatch(para, -1) {
+		listed = append(listed, m[1])
+	}
+	slices.Sort(methods)
+	slices.Sort(listed)
+	if !slices.Equal(methods, listed) {
+		t.Errorf("docs/architecture.md lists Engine's methods %v; it has %v", listed, methods)
+	}
+	if want := fmt.Sprintf(": %d", len(methods)); !strings.HasSuffix(para, want) {
+		t.Errorf("docs/architecture.md counts Engine's methods as %q; it has %d", para[max(0, len(para)-6):], len(methods))
 	}
 }

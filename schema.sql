@@ -54,7 +54,7 @@ CREATE TABLE store_values (
     key        TEXT NOT NULL,
     value      TEXT NOT NULL,
     token      INTEGER NOT NULL,    -- the token the value was written with
-    written_at INTEGER NOT NULL,
+    written_at INTEGER NOT NULL, owner TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (lock, key)
 ) WITHOUT ROWID;
 
@@ -99,3 +99,8 @@ CREATE INDEX grants_ended_by_lock_time ON grants (lock, ended_at) WHERE ended IS
 CREATE INDEX grants_ended_by_lock_order ON grants (lock, ended_after_token, ended_at, token) WHERE ended IS NOT NULL;
 
 CREATE INDEX queue_entries_by_time ON queue_entries (queued_at);
+
+CREATE TABLE store_owners (
+    owner      TEXT PRIMARY KEY,
+    byte_count INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;

@@ -123,7 +123,7 @@ func TestStoreUsageCounted(t *testing.T) {
 				t.Fatal(err)
 			}
 			if ok {
-				if err := StoreValuePut(tx, lock, key, value, token, 0); err != nil {
+				if err := StoreValuePut(tx, lock, key, value, "", token, 0); err != nil {
 					t.Fatal(err)
 				}
 			}

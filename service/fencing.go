@@ -15,23 +15,23 @@ import (
 // transaction of the write; Unfence repairs a lock fenced that way before.
 
 // granted returns, as refused, an *lk.Error of lk.CodeTokenNotGranted when
-// req's token was never issued for its lock, or, when mayActAs is not nil,
+// token was never issued for lock, or, when mayActAs is not nil,
 // was not granted to a client id it accepts; nil when the write may go on.
-func granted(tx *repo.Tx, req lk.WriteRequest, mayActAs func(string) bool) (refused, err error) {
-	last, err := repo.LockLastToken(tx, req.Lock)
+func granted(tx *repo.Tx, lock string, token int64, mayActAs func(string) bool) (refused, err error) {
+	last, err := repo.LockLastToken(tx, lock)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case last == 0:
-		return lk.Errorf(lk.CodeTokenNotGranted, fmt.Sprintf("no token was ever granted for %s: acquire it first", req.Lock)), nil
-	case req.Token > last:
+		return lk.Errorf(lk.CodeTokenNotGranted, fmt.Sprintf("no token was ever granted for %s: acquire it first", lock)), nil
+	case token > last:
 		return lk.Errorf(lk.CodeTokenNotGranted, fmt.Sprintf("token %d was never granted for %s: its last issued token is %d",
-			req.Token, req.Lock, last)), nil
+			token, lock, last)), nil
 	case mayActAs == nil:
 		return nil, nil
 	}
-	client, found, err := repo.GrantClientByToken(tx, req.Lock, req.Token)
+	client, found, err := repo.GrantClientByToken(tx, lock, token)
 	switch {
 	case err != nil:
 		return nil, err
@@ -39,12 +39,12 @@ func granted(tx *repo.Tx, req lk.WriteRequest, mayActAs func(string) bool) (refu
 		// Pruned from the history: the lease ended long ago, and its
 		// holder is not the one to write now.
 		return lk.Errorf(lk.CodeTokenNotGranted, fmt.Sprintf("token %d of %s has no grant on record: its lease ended long ago",
-			req.Token, req.Lock)), nil
+			token, lock)), nil
 	case !mayActAs(client):
 		// The holder's client id is not named: a client principal sees
 		// only its own client ids.
 		return lk.Errorf(lk.CodeTokenNotGranted, fmt.Sprintf("token %d of %s was granted to a client id this principal may not act as",
-			req.Token, req.Lock)), nil
+			token, lock)), nil
 	}
 	return nil, nil
 }

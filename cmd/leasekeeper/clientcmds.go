@@ -23,6 +23,7 @@ func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		newAcquireCmd(), newRenewCmd(), newReleaseCmd(), newRevokeCmd(), newInspectCmd(), newStatusCmd(),
 		newLocksCmd(), newHistoryCmd(), newWriteCmd(), newReadCmd(), newExecCmd(), newUnfenceCmd(), newWatchCmd(),
+		newDeleteCmd(), newStoreCmd(),
 	}
 }
 

@@ -47,6 +47,10 @@ overwrite its successor.`,
 	// cobra's own template would print "leasekeeper version 0.2.0": one
 	// answer for both ways of asking.
 	root.SetVersionTemplate(versionLine() + "\n")
+	// A flag pflag cannot parse is a usage error in every command (exit
+	// 2), as one a command refuses after parsing is: a supervisor tells
+	// a bad unit file from a server that failed by the status alone.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newRunCmd(), newBenchCmd(), newServeCmd(), newBackupCmd(), newVersionCmd())
 	root.AddCommand(clientCommands()...)
 	root.AddCommand(newFenceCmd())

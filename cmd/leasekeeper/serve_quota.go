@@ -17,12 +17,15 @@ func addQuotaFlags(cmd *cobra.Command) {
 		"keys the fenced store keeps per lock; a write of one more answers quota_exceeded (0: no limit)")
 	cmd.Flags().Var(&limitFlag{&bytes}, "store-max-bytes",
 		"bytes of keys and values the fenced store keeps per lock; a write beyond answers quota_exceeded (0: no limit)")
+	total := int64(service.DefaultStoreMaxTotal)
+	cmd.Flags().Var(&limitFlag{&total}, "store-max-total",
+		"bytes of keys and values the fenced store keeps in all, every lock together; a write beyond answers quota_exceeded (0: no limit)")
 }
 
 // storeQuota is the quota serve's flags set.
 func storeQuota(cmd *cobra.Command) service.StoreQuota {
 	get := func(name string) int64 { return *cmd.Flags().Lookup(name).Value.(*limitFlag).v }
-	return service.StoreQuota{MaxKeys: get("store-max-keys"), MaxBytes: get("store-max-bytes")}
+	return service.StoreQuota{MaxKeys: get("store-max-keys"), MaxBytes: get("store-max-bytes"), MaxTotal: get("store-max-total")}
 }
 
 // limitFlag is a whole number from 0 up, refused at parsing otherwise.

@@ -12,8 +12,8 @@ import (
 // defaults are the documented ones.
 func TestServeStoreQuota(t *testing.T) {
 	cmd := newServeCmd()
-	if got := storeQuota(cmd); got != (service.StoreQuota{MaxKeys: 1000, MaxBytes: 4194304}) {
-		t.Errorf("default quota %+v, want 1,000 keys and 4,194,304 bytes (docs/operations.md)", got)
+	if got := storeQuota(cmd); got != (service.StoreQuota{MaxKeys: 1000, MaxBytes: 4194304, MaxTotal: 1 << 30}) {
+		t.Errorf("default quota %+v, want 1,000 keys and 4,194,304 bytes per lock, 1 GiB in all (docs/operations.md)", got)
 	}
 	if err := cmd.ParseFlags([]string{"--store-max-keys=-1"}); err == nil {
 		t.Error("--store-max-keys=-1 was accepted")

@@ -82,7 +82,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	srv.Signal(syscall.SIGTERM)
 	select {
 	case got := <-blocked:
-		if want := `{"outcome":"queued","position":1}`; got != want {
+		if want := `{"outcome":"queued","position":1,"reason":"server_stopping"}`; got != want {
 			t.Errorf("blocked acquire answered %s at shutdown, want %s", got, want)
 		}
 	case <-time.After(10 * time.Second):

@@ -28,6 +28,8 @@
 //	revoke                    -                -        any client id
 //	unfence                   -                -        yes
 //	write, read               yes              read     yes
+//	delete                    own client ids   -        any client id
+//	store clear               -                -        yes
 //	status                    own client ids   any      any
 //	stale (a fence's refusal) own client ids   -        any client id
 //	history of a client       own client ids   any      any
@@ -41,13 +43,19 @@
 // A principal may also carry limits, each optional, each for one server (a
 // principal talking to two servers may send twice as much):
 //
-//	{"name": "etl", ..., "rate": 50, "max_waiting": 10, "max_streams": 8}
+//	{"name": "etl", ..., "rate": 50, "max_waiting": 10, "max_streams": 8, "max_store_bytes": 1048576}
 //
 // "rate" is requests a second, with bursts of as many; "max_waiting" is how
 // many acquires with a wait may block at once; "max_streams" how many event
-// streams may be open at once (DefaultMaxStreams when left out). A request over a limit is
-// answered 429 rate_limited with Retry-After. renew and release are never
-// limited: a refused renew would cost an honest holder its lease.
+// streams may be open at once (DefaultMaxStreams when left out);
+// "max_store_bytes" is how many bytes of keys and values the principal's
+// writes may hold in the fenced store, all locks together (unlike the
+// others, for the whole database: a write beyond is 409 quota_exceeded).
+// A request over a limit is answered 429 rate_limited with Retry-After.
+// renew and release of what the client holds are never limited: a refused
+// renew would cost an honest holder its lease. Those of nothing count
+// toward the rate (Charge), and over it are refused
+// (server.Denial.UnlessHolds).
 //
 // Patterns follow path.Match: '*' matches any run of characters other than
 // '/', '?' one such character, '[...]' a class, '\\' escapes. So "etl-*"
@@ -126,13 +134,13 @@ func Allowed(role Role, op string) bool {
 	switch op {
 	case "health", "ready", "openapi", "console":
 		return true
-	case "acquire", "renew", "release", "write", "stale":
+	case "acquire", "renew", "release", "write", "stale", "delete":
 		return role == RoleClient || role == RoleAdmin
 	case "read", "status", "history", "events":
 		return role == RoleClient || role == RoleReader || role == RoleAdmin
 	case "inspect", "locks", "store", "graph", "metrics":
 		return role == RoleReader || role == RoleAdmin
-	case "revoke", "unfence":
+	case "revoke", "unfence", "store_clear":
 		return role == RoleAdmin
 	}
 	return false // an operation this package does not know: only by a newer package
@@ -178,7 +186,7 @@ func (a *Authorizer) Authenticate(r *http.Request, acc server.Access) *server.De
 // asks.
 func actsAsClient(op string) bool {
 	switch op {
-	case "acquire", "renew", "release", "revoke", "status", "history", "events", "stale":
+	case "acquire", "renew", "release", "revoke", "status", "history", "events", "stale", "delete":
 		return true
 	}
 	return false
@@ -248,4 +256,13 @@ func (a *Authorizer) refuse(r *http.Request, acc server.Access, p *Principal, wh
 	}
 	attrs = append(attrs, "principal", p.Name, "role", string(p.Role))
 	a.log.Warn("request refused: forbidden", attrs...)
+}
+
+// StoreBound implements server.StoreBounder: the max_store_bytes of the
+// principal of r, 0 when it has none.
+func (a *Authorizer) StoreBound(r *http.Request) int64 {
+	if p := a.authenticate(r); p != nil {
+		return p.MaxStoreBytes
+	}
+	return 0
 }

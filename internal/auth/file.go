@@ -38,9 +38,9 @@ type Principal struct {
 	// RoleClient principal may act as; empty for the other roles.
 	Clients []string
 	// Rate is how many requests a second the principal may send to one
-	// server, with bursts of as many; 0 for no limit. renew and release
-	// are never limited (a refused renew would cost an honest holder its
-	// lease), nor are the open health and openapi.json.
+	// server, with bursts of as many; 0 for no limit. renew and release of
+	// what the client holds are never limited (a refused renew would cost
+	// an honest holder its lease), nor are the open health and openapi.json.
 	Rate int
 	// MaxWaiting is how many acquires with a wait the principal may have
 	// blocked on one server at once; 0 for no limit.
@@ -48,13 +48,18 @@ type Principal struct {
 	// MaxStreams is how many event streams the principal may have open on
 	// one server at once; DefaultMaxStreams when the file leaves it out.
 	MaxStreams int
-	hash       [sha256.Size]byte
+	// MaxStoreBytes bounds the bytes of keys and values the principal's
+	// writes hold in the fenced store, every lock together; 0 for no
+	// bound. Unlike the other limits, it is the database's, whichever
+	// server the writes went through.
+	MaxStoreBytes int64
+	hash          [sha256.Size]byte
 }
 
 // fileJSON and principalJSON are the auth file's format, exactly:
 //
 //	{"principals": [{"name": ..., "token_sha256": ..., "clients": [...], "role": ...,
-//	                 "rate": ..., "max_waiting": ..., "max_streams": ...}]}
+//	                 "rate": ..., "max_waiting": ..., "max_streams": ..., "max_store_bytes": ...}]}
 //
 // with "clients" for role client only, and the limits optional.
 type fileJSON struct {
@@ -68,9 +73,10 @@ type principalJSON struct {
 	Role        Role      `json:"role"`
 	// The limits stay raw, so that "5", 5.0 and null are refused rather
 	// than read as numbers or as absent.
-	Rate       json.RawMessage `json:"rate"`
-	MaxWaiting json.RawMessage `json:"max_waiting"`
-	MaxStreams json.RawMessage `json:"max_streams"`
+	Rate          json.RawMessage `json:"rate"`
+	MaxWaiting    json.RawMessage `json:"max_waiting"`
+	MaxStreams    json.RawMessage `json:"max_streams"`
+	MaxStoreBytes json.RawMessage `json:"max_store_bytes"`
 }
 
 // HashToken is the token_sha256 of token: its SHA-256 in lower-case hex, as
@@ -102,8 +108,9 @@ func LoadFile(name string) ([]Principal, error) {
 // field anywhere, no principals, a missing or duplicate name, a token_sha256
 // that is not 64 hex digits, two principals with the same token, the hash of
 // the empty token, an unknown role, a client role without clients, clients
-// on another role, an empty or malformed pattern, and a limit ("rate",
-// "max_waiting") that is not an integer from 1 to MaxLimit.
+// on another role, an empty or malformed pattern, a limit ("rate",
+// "max_waiting") that is not an integer from 1 to MaxLimit, and a
+// "max_store_bytes" that is not an integer from 1 up.
 func Parse(data []byte) ([]Principal, error) {
 	var f fileJSON
 	if err := strictDecode(data, &f); err != nil {
@@ -196,6 +203,9 @@ func parsePrincipal(raw json.RawMessage) (Principal, error) {
 	}
 	if p.MaxStreams == 0 {
 		p.MaxStreams = DefaultMaxStreams
+	}
+	if p.MaxStoreBytes, err = parseBytes("max_store_bytes", pj.MaxStoreBytes); err != nil {
+		return p, err
 	}
 	return p, nil
 }

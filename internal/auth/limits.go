@@ -82,6 +82,23 @@ func parseLimit(key, unit string, raw json.RawMessage) (int, error) {
 	return int(n), nil
 }
 
+// parseBytes reads the optional "max_store_bytes": absent is 0 (no bound),
+// otherwise an integer from 1 up; 0 is refused as parseLimit refuses it.
+func parseBytes(key string, raw json.RawMessage) (int64, error) {
+	if len(raw) == 0 {
+		return 0, nil
+	}
+	n, ok := lk.Integer(json.Number(raw))
+	if !ok || n < 1 {
+		shown := string(raw)
+		if len(shown) > 40 {
+			shown = shown[:40] + "..."
+		}
+		return 0, fmt.Errorf("%q must be an integer from 1 up (bytes of keys and values in the fenced store; leave it out for no bound), got %s", key, shown)
+	}
+	return n, nil
+}
+
 // limiter is the state of one principal's limits on this server.
 type limiter struct {
 	name       string
@@ -112,29 +129,56 @@ func newLimits(ps []Principal) map[string]*limiter {
 	return m
 }
 
-// rateExempt reports whether op is never rate-limited: renew and release
-// keep and end leases, and refusing them would cost honest holders (a lease
-// lost for a 429 on its renew, a lock held to its expiry for one on its
-// release).
+// rateExempt reports whether op is not rate-limited for what the principal
+// really holds: renew and release keep and end leases, and refusing them
+// would cost honest holders (a lease lost for a 429 on its renew, a lock
+// held to its expiry for one on its release). They take nothing from the
+// rate; one that finds nothing to act on is charged after (Charge), and
+// over the rate they pass only where the client holds (or, for a release,
+// waits for) the lock (server.Denial.UnlessHolds).
 func rateExempt(op string) bool { return op == "renew" || op == "release" }
 
 // limit takes one request from p's rate, or refuses it.
 func (a *Authorizer) limit(r *http.Request, acc server.Access, p *Principal) *server.Denial {
 	l := a.limits[p.Name]
-	if l == nil || l.rate == nil || rateExempt(acc.Op) {
+	if l == nil || l.rate == nil {
 		return nil
 	}
 	now := time.Now()
-	if l.rate.AllowN(now, 1) {
+	if rateExempt(acc.Op) {
+		if l.rate.TokensAt(now) >= 1 {
+			return nil
+		}
+	} else if l.rate.AllowN(now, 1) {
 		return nil
 	}
 	// The next request is allowed once the bucket holds a whole token again.
 	retry := time.Duration((1 - l.rate.TokensAt(now)) / float64(p.Rate) * float64(time.Second))
 	retry = max(retry, time.Second) // Retry-After is in whole seconds
+	if rateExempt(acc.Op) {
+		return &server.Denial{Code: lk.CodeRateLimited, RetryAfter: retry, Principal: p.Name, UnlessHolds: true,
+			Message: fmt.Sprintf("principal %s is over its rate of %d requests a second on this server, and %s holds nothing to %s on %s; retry after %d s (a renew or release of what the client holds is never limited)",
+				p.Name, l.perSecond, acc.Client, acc.Op, acc.Lock, int64(math.Ceil(retry.Seconds())))}
+	}
 	a.limited(r, acc, l, fmt.Sprintf("over its rate of %d requests a second", l.perSecond))
 	return &server.Denial{Code: lk.CodeRateLimited, RetryAfter: retry, Principal: p.Name,
-		Message: fmt.Sprintf("principal %s is over its rate of %d requests a second on this server; retry after %d s (renew and release are never limited)",
+		Message: fmt.Sprintf("principal %s is over its rate of %d requests a second on this server; retry after %d s (renew and release of what its clients hold are never limited)",
 			p.Name, l.perSecond, int64(math.Ceil(retry.Seconds())))}
+}
+
+var _ server.Charger = (*Authorizer)(nil)
+
+// Charge implements server.Charger: a renew or release that found nothing
+// takes one request from the principal's rate, even below zero, so that a
+// stream of them puts it over the rate.
+func (a *Authorizer) Charge(r *http.Request) {
+	p := a.authenticate(r)
+	if p == nil {
+		return
+	}
+	if l := a.limits[p.Name]; l != nil && l.rate != nil {
+		l.rate.ReserveN(time.Now(), 1)
+	}
 }
 
 // Admit implements server.Admitter: it takes one of the principal's

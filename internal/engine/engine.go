@@ -285,17 +285,38 @@ func (e *Engine) Release(ctx context.Context, q lk.ReleaseRequest) (lk.ReleaseRe
 	return call(e, ctx, "release", q, service.Release)
 }
 
+// Holds reports whether client holds a live lease on lock, or, with
+// orWaits, waits for it, read apart (service.Holds): what a renew or a
+// release by a principal over its rate must find to be let through.
+func (e *Engine) Holds(ctx context.Context, client, lock string, orWaits bool) (bool, error) {
+	return query(e, ctx, "holds", service.HoldsQuery{Client: client, Lock: lock, OrWaits: orWaits}, service.Holds)
+}
+
 // Revoke ends a client's lease as a release by it would.
 func (e *Engine) Revoke(ctx context.Context, q lk.RevokeRequest) (lk.RevokeResult, error) {
 	return call(e, ctx, "revoke", q, service.Revoke)
 }
 
-// Write writes to the fenced store (L6); mayActAs, when not nil, is the
-// client ids the caller may act as (service.Write).
-func (e *Engine) Write(ctx context.Context, q lk.WriteRequest, mayActAs func(client string) bool) (lk.WriteResult, error) {
+// Writer is who writes to the fenced store: the client ids it may act as,
+// its principal and that principal's bound (service.Writer).
+type Writer = service.Writer
+
+// Write writes to the fenced store (L6) as w (service.WriteAs).
+func (e *Engine) Write(ctx context.Context, q lk.WriteRequest, w Writer) (lk.WriteResult, error) {
 	return call(e, ctx, "write", q, func(op *service.Op, q lk.WriteRequest) (lk.WriteResult, error) {
-		return service.Write(op, q, mayActAs)
+		return service.WriteAs(op, q, w)
 	})
+}
+
+// Delete removes a key from the fenced store, fenced as a write (L6).
+func (e *Engine) Delete(ctx context.Context, q lk.DeleteRequest) (lk.DeleteResult, error) {
+	return call(e, ctx, "delete", q, service.Delete)
+}
+
+// StoreClear removes every value of a lock's fenced store, an
+// administrator's clean-up.
+func (e *Engine) StoreClear(ctx context.Context, q lk.StoreClearRequest) (lk.StoreClearResult, error) {
+	return call(e, ctx, "store_clear", q, service.StoreClear)
 }
 
 // ReportStale records that a fence in a job's own database refused a

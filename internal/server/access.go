@@ -19,6 +19,8 @@ type Access struct {
 	// Client is the client id the request acts as (acquire, renew, release,
 	// revoke) or asks about (status, history, events); "" for the others.
 	Client string
+	// Lock is the lock a renew or a release acts on; "" for the others.
+	Lock string
 }
 
 // Denial refuses a request: lk.CodeUnauthenticated (401),
@@ -33,6 +35,20 @@ type Denial struct {
 	// Principal is who was refused, when known: a name of the auth file,
 	// never a token.
 	Principal string
+	// UnlessHolds, on a renew or a release of a principal over its rate,
+	// lets the request through after all when its client holds a live lease
+	// on its lock (or, for a release, waits for it): an honest holder keeps
+	// its lease whatever its rate, while renews and releases of nothing are
+	// refused as any request over the rate is.
+	UnlessHolds bool
+}
+
+// Charger is an Authorizer that counts, against the principal's rate, a
+// renew or release that found nothing to renew or release: so that a
+// principal sending those fast goes over its rate, and its next ones meet
+// the UnlessHolds check.
+type Charger interface {
+	Charge(r *http.Request)
 }
 
 // Authorizer decides who may do what. It runs before the operation, so a
@@ -76,8 +92,10 @@ func (s *Server) allowed(w http.ResponseWriter, r *http.Request, a Access) bool 
 		return true
 	}
 	if d := s.auth.Authorize(r, a); d != nil {
-		s.deny(w, r, a, d)
-		return false
+		if !d.UnlessHolds || !s.holds(r, a) {
+			s.deny(w, r, a, d)
+			return false
+		}
 	}
 	s.acted(r, a)
 	return true
@@ -160,4 +178,24 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, a Access, d *Denia
 		return
 	}
 	replyError(w, lk.Errorf(d.Code, d.Message))
+}
+
+// holds reports whether the client of a renew or a release holds what it
+// acts on, read apart from the committer: the one read a principal over
+// its rate costs before its renew or release is refused. An error counts
+// as not holding: the request is then refused as over the rate.
+func (s *Server) holds(r *http.Request, a Access) bool {
+	held, err := s.eng.Holds(r.Context(), a.Client, a.Lock, a.Op == "release")
+	return err == nil && held
+}
+
+// charge counts a renew or a release that found nothing against the
+// principal's rate, when the Authorizer keeps rates.
+func (s *Server) charge(r *http.Request, name string, err error) {
+	if name != "renew" && name != "release" || lk.CodeOf(err) != lk.CodeNotHolder {
+		return
+	}
+	if c, ok := s.auth.(Charger); ok {
+		c.Charge(r)
+	}
 }

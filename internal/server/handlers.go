@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +35,8 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/release", operation(s, "release", body, decodeRelease, s.eng.Release))
 	s.mux.Handle("POST /v1/revoke", operation(s, "revoke", body, decodeRevoke, s.eng.Revoke))
 	s.mux.HandleFunc("POST /v1/write", s.handleWrite)
+	s.mux.Handle("POST /v1/delete", operation(s, "delete", body, decodeDelete, s.eng.Delete))                   // fencing.go
+	s.mux.Handle("POST /v1/store/clear", operation(s, "store_clear", body, decodeStoreClear, s.eng.StoreClear)) // fencing.go
 	s.mux.HandleFunc("POST /v1/unfence", s.handleUnfence)
 	s.mux.Handle("POST /v1/stale", operation(s, "stale", body, decodeStale, s.eng.ReportStale)) // stale.go
 	s.mux.Handle("GET /v1/inspect", operation(s, "inspect", query, decodeInspect, s.eng.Inspect))
@@ -309,9 +313,16 @@ func body(w http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
 	return &fields{badText: badTextFields(raw), get: func(k string) (any, bool) { v, ok := m[k]; return v, ok }}, nil
 }
 
-// query reads a GET's parameters.
+// query reads a GET's parameters. One given twice is refused, whatever
+// its name: answering for one of ?lock=a&lock=b would leave the caller to
+// guess which.
 func query(_ http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
 	q := r.URL.Query()
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if n := len(q[k]); n > 1 {
+			return nil, lk.Errorf(lk.CodeInvalidArguments, fmt.Sprintf("the parameter %s is given %d times: give it once", strconv.Quote(k), n))
+		}
+	}
 	return &fields{query: true, get: func(k string) (any, bool) {
 		if !q.Has(k) {
 			return nil, false
@@ -374,6 +385,20 @@ func clientOf(q request) string {
 		return q.Client
 	case lk.StaleRequest:
 		return q.Client
+	case lk.DeleteRequest:
+		return q.Client
+	}
+	return ""
+}
+
+// lockOf is the lock of a renew or a release, for the Authorizer's
+// UnlessHolds; "" for the others.
+func lockOf(q request) string {
+	switch q := q.(type) {
+	case lk.RenewRequest:
+		return q.Lock
+	case lk.ReleaseRequest:
+		return q.Lock
 	}
 	return ""
 }
@@ -405,11 +430,12 @@ func operation[Q request, R any](s *Server, name string, read func(http.Response
 	decode func(*fields) Q, exec func(context.Context, Q) (R, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, ok := decodeRequest(w, r, read, decode)
-		if !ok || !s.allowed(w, r, Access{Op: name, Client: clientOf(q)}) {
+		if !ok || !s.allowed(w, r, Access{Op: name, Client: clientOf(q), Lock: lockOf(q)}) {
 			return
 		}
 		res, err := exec(r.Context(), q)
 		if err != nil {
+			s.charge(r, name, err)
 			s.fail(w, err)
 			return
 		}

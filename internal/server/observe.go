@@ -57,7 +57,7 @@ func opOf(path string) string {
 		return "console"
 	case strings.HasPrefix(path, "/v1/"):
 		switch op := strings.TrimPrefix(path, "/v1/"); op {
-		case "acquire", "renew", "release", "revoke", "unfence", "write", "read", "inspect", "status", "locks", "history", "events", "store", "graph", "health", "ready", "openapi.json":
+		case "acquire", "renew", "release", "revoke", "unfence", "write", "delete", "store/clear", "read", "inspect", "status", "locks", "history", "events", "store", "graph", "health", "ready", "openapi.json":
 			return op
 		}
 	}

@@ -66,4 +66,14 @@ func New(eng *engine.Engine, opts Options) *Server {
 }
 
 // Handler returns the HTTP handler of the API.
-func (s *Server) Handler() http.Handler { return s.observed(s.authenticated(s.mux)) }
+func (s *Server) Handler() http.Handler { return s.observed(noSniff(s.authenticated(s.mux))) }
+
+// noSniff marks every answer, errors and JSON included, as the type it
+// says: a browser must not run an answer that echoes a caller's text (a
+// lock's name, a value) as HTML or script.
+func noSniff(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
+}

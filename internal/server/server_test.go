@@ -847,10 +847,12 @@ func TestAuthorizerAsked(t *testing.T) {
 		want         server.Access
 	}{
 		{"POST", "/v1/acquire", map[string]any{"client": "a", "lock": "L", "ttl": 10}, server.Access{Op: "acquire", Client: "a"}},
-		{"POST", "/v1/renew", map[string]any{"client": "a", "lock": "L", "ttl": 10}, server.Access{Op: "renew", Client: "a"}},
-		{"POST", "/v1/release", map[string]any{"client": "a", "lock": "L"}, server.Access{Op: "release", Client: "a"}},
+		{"POST", "/v1/renew", map[string]any{"client": "a", "lock": "L", "ttl": 10}, server.Access{Op: "renew", Client: "a", Lock: "L"}},
+		{"POST", "/v1/release", map[string]any{"client": "a", "lock": "L"}, server.Access{Op: "release", Client: "a", Lock: "L"}},
 		{"POST", "/v1/revoke", map[string]any{"client": "a", "lock": "L"}, server.Access{Op: "revoke", Client: "a"}},
 		{"POST", "/v1/write", map[string]any{"lock": "L", "key": "k", "value": "v", "token": 1}, server.Access{Op: "write"}},
+		{"POST", "/v1/delete", map[string]any{"client": "a", "lock": "L", "key": "k", "token": 1}, server.Access{Op: "delete", Client: "a"}},
+		{"POST", "/v1/store/clear", map[string]any{"lock": "L"}, server.Access{Op: "store_clear"}},
 		{"GET", "/v1/read?lock=L&key=k", nil, server.Access{Op: "read"}},
 		{"GET", "/v1/inspect?lock=L", nil, server.Access{Op: "inspect"}},
 		{"GET", "/v1/status?client=a", nil, server.Access{Op: "status", Client: "a"}},

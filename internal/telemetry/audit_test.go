@@ -276,6 +276,44 @@ func TestDeadlockAbortLine(t *testing.T) {
 	if grant < abort {
 		t.Errorf("Y granted to a1 (line %d) before the abort that freed it (line %d):\n%s", grant+1, abort+1, audit.String())
 	}
+	checkDocumentedAbortLine(t, lines[abort])
+}
+
+// checkDocumentedAbortLine: docs/security.md shows the abort across
+// principals that TestDeadlockAbortLine makes, as the audit log writes it:
+// the same fields, and the same principals on both sides.
+func checkDocumentedAbortLine(t *testing.T, real map[string]any) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "security.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown map[string]any
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.Contains(l, `"msg":"deadlock_abort"`) {
+			if err := json.Unmarshal([]byte(l), &shown); err != nil {
+				t.Fatalf("docs/security.md's deadlock_abort line is not JSON: %v\n%s", err, l)
+			}
+		}
+	}
+	if shown == nil {
+		t.Fatal("docs/security.md shows no deadlock_abort line")
+	}
+	for k := range real {
+		if _, ok := shown[k]; !ok {
+			t.Errorf("docs/security.md's deadlock_abort line lacks %q", k)
+		}
+	}
+	for k := range shown {
+		if _, ok := real[k]; !ok {
+			t.Errorf("docs/security.md's deadlock_abort line has %q, which the audit log does not write", k)
+		}
+	}
+	for _, k := range []string{"client", "requester", "principal", "requester_principal", "waiting_for", "cycle"} {
+		if fmt.Sprint(shown[k]) != fmt.Sprint(real[k]) {
+			t.Errorf("docs/security.md's deadlock_abort line has %s %v, the audit log %v", k, shown[k], real[k])
+		}
+	}
 }
 
 // TestAuthFailuresExportedAtZero: the refusals counter is there before the

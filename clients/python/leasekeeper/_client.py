@@ -264,6 +264,22 @@ class Client:
         body = {"lock": lock, "key": key, "value": value, "token": token}
         return cast(OutcomeResult, self._transport.request("POST", "/v1/write", body=body))
 
+    def delete(self, lock: str, key: str, *, client: str, token: int) -> Dict[str, Any]:
+        """Removes ``key`` from ``lock``'s fenced store as ``client``, with
+        its fencing ``token``, fenced as :meth:`write` is
+        (``{"outcome": "ok", "deleted": True}``, ``False`` when the key had
+        no value). :class:`StaleToken` when the store accepted a higher token
+        for the lock, :class:`TokenNotGranted` for a token not granted to
+        ``client`` for it."""
+        body = {"client": client, "lock": lock, "key": key, "token": token}
+        return cast(Dict[str, Any], self._transport.request("POST", "/v1/delete", body=body))
+
+    def store_clear(self, lock: str) -> Dict[str, Any]:
+        """Removes every key of ``lock``'s fenced store, whoever wrote it,
+        and keeps its fence (``{"outcome": "ok", "keys": n, "bytes": m}``):
+        an administrator's clean-up; with an auth file, admins only."""
+        return cast(Dict[str, Any], self._transport.request("POST", "/v1/store/clear", body={"lock": lock}))
+
     def read(self, lock: str, key: str) -> ReadResult:
         """The value last accepted under ``key`` in ``lock``'s fenced store
         and the token of the write that stored it, ``{"value": ...,

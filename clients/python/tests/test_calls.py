@@ -370,3 +370,19 @@ def test_unavailable_applied() -> None:
         _http.decode_answer("POST", "/v1/write", 409, b'{"error":"stale_token","message":"m","applied":false}', None)
     assert e.value.applied is None and not e.value.outcome_unknown
     assert _http.retry_after(None) is None
+
+
+def test_delete_and_store_clear(lk: Client) -> None:
+    t1 = lk.acquire("scratch/py", client="etl-a", ttl=30)["token"]
+    lk.write("scratch/py", "part-1", "rows 1-100", token=t1)
+    lk.write("scratch/py", "part-2", "rows 101-200", token=t1)
+    assert lk.delete("scratch/py", "part-1", client="etl-a", token=t1) == {"outcome": "ok", "deleted": True}
+    assert lk.delete("scratch/py", "part-1", client="etl-a", token=t1) == {"outcome": "ok", "deleted": False}
+    assert lk.read("scratch/py", "part-1") == {"value": None}
+    lk.release("scratch/py", client="etl-a")
+    t2 = lk.acquire("scratch/py", client="etl-b", ttl=30)["token"]
+    lk.delete("scratch/py", "none", client="etl-b", token=t2)
+    with pytest.raises(leasekeeper.StaleToken):
+        lk.delete("scratch/py", "part-2", client="etl-a", token=t1)
+    assert lk.store_clear("scratch/py") == {"outcome": "ok", "keys": 1, "bytes": 18}
+    assert lk.read("scratch/py", "part-2") == {"value": None}
