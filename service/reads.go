@@ -213,6 +213,6 @@ func Wait(op *Op, client, lock string) (WaitState, error) {
 	if w.Rank, err = repo.QueueRank(tx, client); err != nil {
 		return w, err
 	}
-	w.EstimatedWait, err = queuedEstimate(op, client, lock)
+	w.EstimatedWait, err = queuedEstimate(op, client, lock, w.Rank)
 	return w, err
 }
