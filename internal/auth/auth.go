@@ -41,10 +41,11 @@
 // A principal may also carry limits, each optional, each for one server (a
 // principal talking to two servers may send twice as much):
 //
-//	{"name": "etl", ..., "rate": 50, "max_waiting": 10}
+//	{"name": "etl", ..., "rate": 50, "max_waiting": 10, "max_queued": 100}
 //
 // "rate" is requests a second, with bursts of as many; "max_waiting" is how
-// many acquires with a wait may block at once. A request over a limit is
+// many acquires with a wait may block at once; "max_queued" is how many of
+// its clients may stand in queues, blocked or not. A request over a limit is
 // answered 429 rate_limited with Retry-After. renew and release are never
 // limited: a refused renew would cost an honest holder its lease.
 //

@@ -45,13 +45,18 @@ type Principal struct {
 	// MaxWaiting is how many acquires with a wait the principal may have
 	// blocked on one server at once; 0 for no limit.
 	MaxWaiting int
+	// MaxQueued is how many of the principal's clients may stand in
+	// queues through one server at once, blocked or not (a `wait: 0`
+	// acquire that queues counts until its client leaves the queue); 0
+	// for no limit.
+	MaxQueued int
 	hash       [sha256.Size]byte
 }
 
 // fileJSON and principalJSON are the auth file's format, exactly:
 //
 //	{"principals": [{"name": ..., "token_sha256": ..., "clients": [...], "role": ...,
-//	                 "rate": ..., "max_waiting": ...}]}
+//	                 "rate": ..., "max_waiting": ..., "max_queued": ...}]}
 //
 // with "clients" for role client only, and the limits optional.
 type fileJSON struct {
@@ -67,6 +72,7 @@ type principalJSON struct {
 	// than read as numbers or as absent.
 	Rate       json.RawMessage `json:"rate"`
 	MaxWaiting json.RawMessage `json:"max_waiting"`
+	MaxQueued  json.RawMessage `json:"max_queued"`
 }
 
 // HashToken is the token_sha256 of token: its SHA-256 in lower-case hex, as
@@ -99,7 +105,7 @@ func LoadFile(name string) ([]Principal, error) {
 // that is not 64 hex digits, two principals with the same token, the hash of
 // the empty token, an unknown role, a client role without clients, clients
 // on another role, an empty or malformed pattern, and a limit ("rate",
-// "max_waiting") that is not an integer from 1 to MaxLimit.
+// "max_waiting", "max_queued") that is not an integer from 1 to MaxLimit.
 func Parse(data []byte) ([]Principal, error) {
 	var f fileJSON
 	if err := strictDecode(data, &f); err != nil {
@@ -185,6 +191,9 @@ func parsePrincipal(raw json.RawMessage) (Principal, error) {
 		return p, err
 	}
 	if p.MaxWaiting, err = parseLimit("max_waiting", "blocked acquires", pj.MaxWaiting); err != nil {
+		return p, err
+	}
+	if p.MaxQueued, err = parseLimit("max_queued", "queued clients", pj.MaxQueued); err != nil {
 		return p, err
 	}
 	return p, nil

@@ -441,6 +441,12 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.allowed(w, r, Access{Op: "acquire", Client: q.Client}) {
 		return
 	}
+	settle, ok := s.admitQueued(w, r, q.Client)
+	if !ok {
+		return
+	}
+	// Refused before it ran (max_waiting), the acquire queued nothing.
+	defer settle(lk.AcquireResult{}, nil)
 	release := func() {}
 	if wait > 0 && s.auth != nil {
 		// A blocked-acquire slot of the principal (max_waiting), held until
@@ -453,6 +459,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.eng.Acquire(r.Context(), q, wait)
 	release()
+	settle(res, err)
 	if err != nil {
 		s.fail(w, err)
 		return

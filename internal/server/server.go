@@ -38,6 +38,7 @@ type Server struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	keepAlive time.Duration
+	queued    queued // max_queued's record (queued.go)
 }
 
 // New returns the HTTP front of eng. Draining and closing are the engine's
