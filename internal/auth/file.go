@@ -50,7 +50,7 @@ type Principal struct {
 	// acquire that queues counts until its client leaves the queue); 0
 	// for no limit.
 	MaxQueued int
-	hash       [sha256.Size]byte
+	hash      [sha256.Size]byte
 }
 
 // fileJSON and principalJSON are the auth file's format, exactly:
