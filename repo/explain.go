@@ -177,6 +177,22 @@ func QueueModesThrough(tx *Tx, client string, limit int) ([]lk.Mode, error) {
 	return out, err
 }
 
+var qQueueModesHead = portable("QueueModesHead", `SELECT mode FROM queue_entries
+		WHERE lock = ?1 ORDER BY position LIMIT ?2`)
+
+// QueueModesHead returns the modes of the first limit entries of lock's
+// queue, from its head.
+func QueueModesHead(tx *Tx, lock string, limit int) ([]lk.Mode, error) {
+	var out []lk.Mode
+	err := tx.each(qQueueModesHead, []any{lock, limit}, func(scan func(...any) error) error {
+		var m lk.Mode
+		err := scan(&m)
+		out = append(out, m)
+		return err
+	})
+	return out, err
+}
+
 // AbortRow is one row of the aborts table.
 type AbortRow struct {
 	Client    string

@@ -207,21 +207,32 @@ func queuedEstimate(op *Op, client, lock string, rank int64) (*float64, error) {
 	return waits[len(waits)-1], nil
 }
 
-// explainQueue adds the estimated waits to an inspect answer.
+// explainQueue adds the estimated waits to an inspect answer, or page: to
+// its waiters within estimateHorizon of the head, from the modes of the
+// queue's first entries (a page may start past the head).
 func explainQueue(op *Op, in *lk.InspectResult) error {
-	if !op.Config.Explain || len(in.Queue) == 0 {
+	if !op.Config.Explain || len(in.Queue) == 0 || in.Queue[0].Position > estimateHorizon {
 		return nil
 	}
-	modes := make([]lk.Mode, 0, min(len(in.Queue), estimateHorizon))
-	for _, w := range in.Queue[:cap(modes)] {
-		modes = append(modes, w.Mode)
+	var modes []lk.Mode
+	if in.Queue[0].Position == 1 {
+		for _, w := range in.Queue[:min(len(in.Queue), estimateHorizon)] {
+			modes = append(modes, w.Mode)
+		}
+	} else {
+		var err error
+		if modes, err = repo.QueueModesHead(op.Tx, in.Lock, estimateHorizon); err != nil {
+			return err
+		}
 	}
 	waits, err := estimateWaits(op.Tx, in.Lock, op.Now, modes)
 	if err != nil || waits == nil {
 		return err
 	}
-	for i := range waits {
-		in.Queue[i].EstimatedWait = waits[i]
+	for i, w := range in.Queue {
+		if w.Position <= int64(len(waits)) {
+			in.Queue[i].EstimatedWait = waits[w.Position-1]
+		}
 	}
 	return nil
 }

@@ -22,7 +22,14 @@ func Inspect(op *Op, req lk.InspectRequest) (lk.InspectResult, error) {
 	if err := req.Validate(); err != nil {
 		return lk.InspectResult{}, err
 	}
-	out, err := repo.LockView(op.Tx, req.Lock)
+	var out lk.InspectResult
+	var err error
+	if req.Limit == 0 {
+		out, err = repo.LockView(op.Tx, req.Lock)
+	} else {
+		inQueue, after, _ := lk.ParseInspectCursor(req.After)
+		out, err = repo.LockViewPage(op.Tx, req.Lock, inQueue, after, req.Limit)
+	}
 	if err != nil {
 		return out, err
 	}

@@ -332,7 +332,11 @@ func decodeRevoke(f *fields) lk.RevokeRequest {
 func decodeWrite(f *fields) lk.WriteRequest {
 	return lk.WriteRequest{Lock: f.name("lock"), Key: f.name("key"), Value: f.name("value"), Token: f.integer("token", true, 0)}
 }
-func decodeInspect(f *fields) lk.InspectRequest { return lk.InspectRequest{Lock: f.name("lock")} }
+func decodeInspect(f *fields) lk.InspectRequest {
+	q := lk.InspectRequest{Lock: f.name("lock")}
+	q.Limit, q.After = f.page()
+	return q
+}
 func decodeStatus(f *fields) lk.StatusRequest {
 	q := lk.StatusRequest{Client: f.name("client")}
 	q.Limit, q.After = f.page()
