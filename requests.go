@@ -69,9 +69,45 @@ func (r RevokeRequest) Validate() error { return nonEmpty("client", r.Client, "l
 // InspectRequest asks for Lock's holders and queue (S4).
 type InspectRequest struct {
 	Lock string `json:"lock"`
+	// Limit and After page the holders (by token) and then the queue
+	// (oldest first) as one list: at most Limit entries after the cursor
+	// After ("" for the first page; a page's Next otherwise). Limit 0
+	// means all of them, as the contract's inspect (and so the replay)
+	// has it; the HTTP API's limit is 1 to MaxLocksLimit,
+	// DefaultLocksLimit when absent.
+	Limit int    `json:"limit,omitempty"`
+	After string `json:"after,omitempty"`
 }
 
-func (r InspectRequest) Validate() error { return nonEmpty("lock", r.Lock) }
+func (r InspectRequest) Validate() error {
+	if err := nonEmpty("lock", r.Lock); err != nil {
+		return err
+	}
+	if r.Limit < 0 || r.Limit > MaxLocksLimit {
+		return Errorf(CodeInvalidArguments, fmt.Sprintf("limit must be from 1 to %d (or 0 for all), got %d", MaxLocksLimit, r.Limit))
+	}
+	if _, _, ok := ParseInspectCursor(r.After); !ok {
+		return Errorf(CodeInvalidArguments, "after must be an inspect page's next (h:TOKEN or q:N), got "+strconv.Quote(r.After))
+	}
+	return nil
+}
+
+// ParseInspectCursor reads an inspect page's cursor: "" (the start),
+// "h:TOKEN" (holders after that token) or "q:N" (the queue after its entry
+// number N). ok is false for anything else.
+func ParseInspectCursor(after string) (queue bool, n int64, ok bool) {
+	if after == "" {
+		return false, 0, true
+	}
+	if len(after) < 3 || after[1] != ':' || (after[0] != 'h' && after[0] != 'q') {
+		return false, 0, false
+	}
+	n, err := strconv.ParseInt(after[2:], 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != after[2:] {
+		return false, 0, false
+	}
+	return after[0] == 'q', n, true
+}
 
 // StatusRequest asks what Client holds and waits for (D6).
 type StatusRequest struct {

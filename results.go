@@ -136,10 +136,17 @@ type Waiter struct {
 }
 
 // InspectResult is a lock's state: holders by token, queue oldest first (S4).
+//
+// A page (InspectRequest.Limit) shows a part of both lists: HolderCount and
+// QueueLength count them whole, and Next is the After of the next page,
+// nil on the last. Without a Limit they are left out of the JSON.
 type InspectResult struct {
-	Lock    string   `json:"lock"`
-	Holders []Holder `json:"holders"`
-	Queue   []Waiter `json:"queue"`
+	Lock        string   `json:"lock"`
+	Holders     []Holder `json:"holders"`
+	Queue       []Waiter `json:"queue"`
+	HolderCount *int64   `json:"holder_count,omitempty"`
+	QueueLength *int64   `json:"queue_length,omitempty"`
+	Next        *string  `json:"next,omitempty"`
 }
 
 // WaitingFor is the lock a client waits for and its rank in that queue.
@@ -202,12 +209,19 @@ func (r *StatusResult) UnmarshalJSON(b []byte) error {
 // LockSummary is one active lock as the listing shows it: its holders by
 // token and how many clients wait for it. OldestWaitS is how long the
 // client first in line has waited, in seconds, nil when nobody waits.
+//
+// Holders are the first LockHoldersShown of the lock's live holders, by
+// token; HolderCount counts them all (inspect pages the rest).
 type LockSummary struct {
 	Lock        string   `json:"lock"`
 	Holders     []Holder `json:"holders"`
+	HolderCount int64    `json:"holder_count"`
 	Waiting     int64    `json:"waiting"`
 	OldestWaitS *int64   `json:"oldest_wait_s,omitempty"`
 }
+
+// LockHoldersShown is how many holders of each lock a locks page shows.
+const LockHoldersShown = 10
 
 // LocksResult is a page of the locks listing. Next is the name to pass as
 // the next page's After, nil on the last page.

@@ -124,10 +124,45 @@ func (c *Client) Read(ctx context.Context, lock, key string) (lk.ReadResult, err
 	return res, err
 }
 
-// Inspect returns lock's holders, by token, and queue, oldest first.
+// Inspect returns all of lock's holders, by token, and queue, oldest
+// first, reading every page of them (InspectPage reads one). The answer's
+// counts and Next are those of the last page.
 func (c *Client) Inspect(ctx context.Context, lock string) (lk.InspectResult, error) {
+	var all lk.InspectResult
+	after := ""
+	for {
+		page, err := c.InspectPage(ctx, lock, after, lk.MaxLocksLimit)
+		if err != nil {
+			return all, err
+		}
+		if all.Lock == "" {
+			all = page
+		} else {
+			all.Holders = append(all.Holders, page.Holders...)
+			all.Queue = append(all.Queue, page.Queue...)
+			all.HolderCount, all.QueueLength, all.Next = page.HolderCount, page.QueueLength, page.Next
+		}
+		if page.Next == nil {
+			return all, nil
+		}
+		after = *page.Next
+	}
+}
+
+// InspectPage returns a page of lock's holders, by token, then of its
+// queue, oldest first: at most limit of them (0: the server's default,
+// 100) after the cursor after ("" for the first page, else a page's Next),
+// with the counts of both lists.
+func (c *Client) InspectPage(ctx context.Context, lock, after string, limit int) (lk.InspectResult, error) {
+	q := url.Values{"lock": {lock}}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
 	var res lk.InspectResult
-	err := c.do(ctx, http.MethodGet, pathInspect, url.Values{"lock": {lock}}, nil, &res)
+	err := c.do(ctx, http.MethodGet, pathInspect, q, nil, &res)
 	return res, err
 }
 

@@ -159,20 +159,36 @@ func LockHoldersByMode(tx *Tx, lock string) ([]HoldersByMode, error) {
 
 var qQueueModesThrough = portable("QueueModesThrough", `SELECT q.mode FROM queue_entries me
 		JOIN queue_entries q ON q.lock = me.lock AND q.position <= me.position
-		WHERE me.client = ? ORDER BY q.position`)
+		WHERE me.client = ?1 ORDER BY q.position LIMIT ?2`)
 
 // QueueModesThrough returns the modes of the entries of the queue client
-// waits in, from the head through client's own: empty when it waits for
-// nothing.
-func QueueModesThrough(tx *Tx, client string) ([]lk.Mode, error) {
+// waits in, from the head through client's own, but no more than limit of
+// them: empty when it waits for nothing.
+func QueueModesThrough(tx *Tx, client string, limit int) ([]lk.Mode, error) {
 	var out []lk.Mode
-	err := tx.each(qQueueModesThrough, []any{client}, func(scan func(...any) error) error {
+	err := tx.each(qQueueModesThrough, []any{client, limit}, func(scan func(...any) error) error {
 		var m lk.Mode
 		if err := scan(&m); err != nil {
 			return err
 		}
 		out = append(out, m)
 		return nil
+	})
+	return out, err
+}
+
+var qQueueModesHead = portable("QueueModesHead", `SELECT mode FROM queue_entries
+		WHERE lock = ?1 ORDER BY position LIMIT ?2`)
+
+// QueueModesHead returns the modes of the first limit entries of lock's
+// queue, from its head.
+func QueueModesHead(tx *Tx, lock string, limit int) ([]lk.Mode, error) {
+	var out []lk.Mode
+	err := tx.each(qQueueModesHead, []any{lock, limit}, func(scan func(...any) error) error {
+		var m lk.Mode
+		err := scan(&m)
+		out = append(out, m)
+		return err
 	})
 	return out, err
 }

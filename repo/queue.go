@@ -75,12 +75,25 @@ func QueueGrantThrough(tx *Tx, lock string, through, granted int64) error {
 	return err
 }
 
-var qQueueRank = portable("QueueRank", `SELECT count(*) FROM queue_entries q JOIN queue_entries me
-		ON me.client = ? AND q.lock = me.lock AND q.position <= me.position`)
+// qQueueRank counts from whichever end of the queue is nearer to the
+// client's entry: its position against the head's (one lookup of the
+// primary key) and the lock's last position bound how many entries lie on
+// each side, and queue_length less the entries behind is the rank. So a
+// waiter near either end, as a fresh one and exec's polls of it are, costs
+// what lies between it and that end, whatever the queue's length.
+var qQueueRank = portable("QueueRank", `SELECT CASE
+		  WHEN me.position - (SELECT h.position FROM queue_entries h WHERE h.lock = me.lock ORDER BY h.position LIMIT 1)
+		       <= k.last_position - me.position
+		  THEN (SELECT count(*) FROM queue_entries q WHERE q.lock = me.lock AND q.position <= me.position)
+		  ELSE k.queue_length - (SELECT count(*) FROM queue_entries q WHERE q.lock = me.lock AND q.position > me.position)
+		  END
+		  FROM queue_entries me JOIN locks k ON k.name = me.lock WHERE me.client = ?`)
 
-// QueueRank returns client's place in line on the lock it waits for (1 = next).
-// It counts the entries ahead, so it is kept off the hot path: a fresh
-// waiter's rank is its lock's queue length.
+// QueueRank returns client's place in line on the lock it waits for (1 = next),
+// 0 when it waits for nothing. It counts the entries between the client's
+// and the nearer end of the queue, so a waiter deep in the middle of a long
+// queue still costs what lies on one side of it; a fresh waiter's rank is its
+// lock's queue length, and needs no count.
 func QueueRank(tx *Tx, client string) (rank int64, err error) {
 	_, err = tx.row(qQueueRank, []any{client}, &rank)
 	return rank, err

@@ -263,18 +263,23 @@ func HoldsPage(tx *Tx, client, after string, limit int, now int64) (page []lk.Ho
 // locks with leases of ?3 and later or with waiters, and for each lock
 // whether a lease of it ended by ?3 while clients wait for it. The unary plus keeps SQLite off the
 // expiry index, which would read every live lease to find a page's names.
+// facts is materialized so that each lock's own columns are computed once,
+// not once per holder: whether a lease of it ended is a scan of its leases,
+// and once per holder of 20,000 shared ones that was a minute.
 func liveLocks(cond string) string {
 	return `WITH active(lock) AS (
 		SELECT lock FROM (SELECT DISTINCT lock FROM leases WHERE ` + cond + ` AND +expires_at > ?3 ORDER BY lock LIMIT ?2) AS h
 		UNION
 		SELECT lock FROM (SELECT DISTINCT lock FROM queue_entries WHERE ` + cond + ` ORDER BY lock LIMIT ?2) AS w
-		ORDER BY lock LIMIT ?2)
-		SELECT a.lock, k.queue_length AS waiting,
+		ORDER BY lock LIMIT ?2),
+		facts AS MATERIALIZED (SELECT a.lock, k.queue_length AS waiting,
 		       (k.queue_length > 0 AND EXISTS (SELECT 1 FROM leases x WHERE x.lock = a.lock AND x.expires_at <= ?3)) AS unsettled,
-		       ` + headQueuedAt + ` AS head_queued_at,
+		       ` + headQueuedAt + ` AS head_queued_at
+		  FROM active a JOIN locks k ON k.name = a.lock)
+		SELECT f.lock, f.waiting, f.unsettled, f.head_queued_at,
 		       l.client, l.mode, l.token, l.expires_at
-		  FROM active a JOIN locks k ON k.name = a.lock LEFT JOIN leases l ON l.lock = a.lock AND l.expires_at > ?3
-		 ORDER BY a.lock, l.token`
+		  FROM facts f LEFT JOIN leases l ON l.lock = f.lock AND l.expires_at > ?3
+		 ORDER BY f.lock, l.token`
 }
 
 var (

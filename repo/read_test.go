@@ -145,8 +145,8 @@ func TestReadsUnsettled(t *testing.T) {
 		unsettled bool
 		locks     string
 	}{
-		{9, false, "[{L [{ a exclusive 1 10}] 1 <nil>} {M [{ a exclusive 1 10}] 0 <nil>}]"},
-		{10, true, "[{L [] 1 <nil>}]"}, // M, free and awaited by nobody, is left out
+		{9, false, "[{L [{ a exclusive 1 10}] 1 1 <nil>} {M [{ a exclusive 1 10}] 1 0 <nil>}]"},
+		{10, true, "[{L [] 0 1 <nil>}]"}, // M, free and awaited by nobody, is left out
 	} {
 		err := d.Read(ctx, func(tx *Tx) error {
 			page, _, unsettled, err := LocksLive(tx, "", "", 10, c.now)

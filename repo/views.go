@@ -2,6 +2,7 @@ package repo
 
 import (
 	"database/sql"
+	"strconv"
 	"strings"
 
 	lk "github.com/leasekeeper/leasekeeper"
@@ -106,6 +107,85 @@ func LockView(tx *Tx, lock string) (lk.InspectResult, error) {
 	return in, err
 }
 
+var (
+	qInspectHolders = portable("InspectHolders", `SELECT client, mode, token, expires_at FROM leases
+		 WHERE lock = ?1 AND token > ?2 ORDER BY token LIMIT ?3`)
+	qInspectQueue = portable("InspectQueue", `SELECT client, mode, position FROM queue_entries
+		 WHERE lock = ?1 AND position > ?2 ORDER BY position LIMIT ?3`)
+	qInspectCounts = portable("InspectCounts", `SELECT (SELECT count(*) FROM leases WHERE lock = ?1),
+		       COALESCE((SELECT queue_length FROM locks WHERE name = ?1), 0)`)
+	// qQueueRankAt counts the entries up to entry number ?2 from the
+	// nearer end of the queue, as qQueueRank does.
+	qQueueRankAt = portable("QueueRankAt", `SELECT CASE
+		  WHEN ?2 - COALESCE((SELECT h.position FROM queue_entries h WHERE h.lock = ?1 ORDER BY h.position LIMIT 1), ?2)
+		       <= k.last_position - ?2
+		  THEN (SELECT count(*) FROM queue_entries q WHERE q.lock = ?1 AND q.position <= ?2)
+		  ELSE k.queue_length - (SELECT count(*) FROM queue_entries q WHERE q.lock = ?1 AND q.position > ?2)
+		  END
+		  FROM locks k WHERE k.name = ?1`)
+)
+
+// LockViewPage is a page of inspect's answer: at most limit of lock's
+// holders by token after token afterToken, or, with inQueue, none, then
+// its queue after entry number afterPosition (each waiter with its rank),
+// holders and waiters together at most limit. The queue is read through
+// its primary key from the cursor on; the holders are sorted by token
+// from the lock's leases (leases has no index by token), but only a
+// page of them is kept.
+func LockViewPage(tx *Tx, lock string, inQueue bool, after int64, limit int) (lk.InspectResult, error) {
+	in := lk.InspectResult{Lock: lock, Holders: []lk.Holder{}, Queue: []lk.Waiter{}}
+	var holders, queueLength int64
+	if _, err := tx.row(qInspectCounts, []any{lock}, &holders, &queueLength); err != nil {
+		return in, err
+	}
+	in.HolderCount, in.QueueLength = &holders, &queueLength
+	var from int64 // the queue's cursor
+	if !inQueue {
+		err := tx.each(qInspectHolders, []any{lock, after, limit + 1}, func(scan func(...any) error) error {
+			var h lk.Holder
+			err := scan(&h.Client, &h.Mode, &h.Token, &h.ExpiresAt)
+			in.Holders = append(in.Holders, h)
+			return err
+		})
+		if err != nil {
+			return in, err
+		}
+		if len(in.Holders) > limit {
+			in.Holders = in.Holders[:limit]
+			next := "h:" + strconv.FormatInt(in.Holders[limit-1].Token, 10)
+			in.Next = &next
+			return in, nil
+		}
+	} else {
+		from = after
+	}
+	left := limit - len(in.Holders)
+	rank := int64(0) // the rank of the entry at from
+	if from > 0 {
+		if _, err := tx.row(qQueueRankAt, []any{lock, from}, &rank); err != nil {
+			return in, err
+		}
+	}
+	err := tx.each(qInspectQueue, []any{lock, from, left + 1}, func(scan func(...any) error) error {
+		var w lk.Waiter
+		var position int64
+		err := scan(&w.Client, &w.Mode, &position)
+		rank++
+		w.Position = rank
+		in.Queue = append(in.Queue, w)
+		if len(in.Queue) <= left {
+			from = position
+		}
+		return err
+	})
+	if len(in.Queue) > left {
+		in.Queue = in.Queue[:left]
+		next := "q:" + strconv.FormatInt(from, 10)
+		in.Next = &next
+	}
+	return in, err
+}
+
 var qClientView = portable("ClientView", `SELECT c.age, q.lock AS waiting_for, l.lock, l.mode, l.token, l.expires_at
 		  FROM clients c LEFT JOIN queue_entries q ON q.client = c.name LEFT JOIN leases l ON l.client = c.name
 		 WHERE c.name = ? ORDER BY l.lock`)
@@ -161,7 +241,8 @@ type lockRow struct {
 	ExpiresAt sql.NullInt64  `db:"expires_at"`
 }
 
-// lockPage gathers rows, by lock then token, into at most limit locks
+// lockPage gathers rows, by lock then token, into at most limit locks,
+// each with its first lk.LockHoldersShown holders and their count,
 // whose names start with prefix: more is true when a lock was left for the
 // next page, unsettled when a lock of the page is. A waiter's wait is
 // counted up to now.
@@ -183,6 +264,12 @@ func lockPage(rows []lockRow, prefix string, limit int, now int64) (page []lk.Lo
 		}
 		if r.Client.Valid {
 			last := &page[len(page)-1]
+			// A page's size is bounded by its locks, not by what they hold:
+			// the rest of a crowd of readers is counted, and paged by inspect.
+			last.HolderCount++
+			if len(last.Holders) == lk.LockHoldersShown {
+				continue
+			}
 			last.Holders = append(last.Holders, lk.Holder{Client: r.Client.String, Mode: lk.Mode(r.Mode.String),
 				Token: r.Token.Int64, ExpiresAt: r.ExpiresAt.Int64})
 		}

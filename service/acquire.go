@@ -119,7 +119,7 @@ func Acquire(op *Op, req lk.AcquireRequest) (lk.AcquireResult, error) {
 	res := lk.AcquireResult{Outcome: lk.Queued, Position: st.QueueLength + 1}
 	if victim == "" {
 		var err error
-		res.EstimatedWait, err = queuedEstimate(op, client, lock)
+		res.EstimatedWait, err = queuedEstimate(op, client, lock, res.Position)
 		return res, err
 	}
 	if err := abort(op, client, victim, victimWaits, "", cycle, why); err != nil {

@@ -60,7 +60,7 @@ func resolveDeadlocks(op *Op, r, lock string, victims []string, aborts []lk.Abor
 	if err != nil {
 		return lk.AcquireResult{}, err
 	}
-	wait, err := queuedEstimate(op, r, lock)
+	wait, err := queuedEstimate(op, r, lock, rank)
 	return lk.AcquireResult{Outcome: lk.Queued, Position: rank, Victims: victims, Aborts: aborts, EstimatedWait: wait}, err
 }
 

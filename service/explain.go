@@ -20,6 +20,11 @@ const (
 	// holdSample is how many of a lock's last ended leases the wait
 	// estimate averages.
 	holdSample = 20
+	// estimateHorizon is the deepest rank in a queue that gets an
+	// estimated wait (docs/api.md): the estimate reads every entry ahead,
+	// so past it a queued answer, a status or an inspect page would cost
+	// what the whole queue holds, and a guess that far out says little.
+	estimateHorizon = 100
 	// abortPruneBatch bounds the aborts one operation prunes.
 	abortPruneBatch = 256
 )
@@ -173,24 +178,25 @@ func explainStatus(op *Op, out *lk.StatusResult) error {
 	if out.Waiting == nil {
 		return nil
 	}
-	modes, err := repo.QueueModesThrough(tx, out.Client)
-	if err != nil || len(modes) == 0 {
-		return err
+	rank := out.Waiting.Position
+	if rank == 0 {
+		var err error
+		if rank, err = repo.QueueRank(tx, out.Client); err != nil {
+			return err
+		}
 	}
-	waits, err := estimateWaits(tx, out.Waiting.Lock, op.Now, modes)
-	if err != nil || waits == nil {
-		return err
-	}
-	out.Waiting.EstimatedWait = waits[len(waits)-1]
-	return nil
+	var err error
+	out.Waiting.EstimatedWait, err = queuedEstimate(op, out.Client, out.Waiting.Lock, rank)
+	return err
 }
 
-// queuedEstimate is the estimated wait of client, just queued.
-func queuedEstimate(op *Op, client, lock string) (*float64, error) {
-	if !op.Config.Explain {
+// queuedEstimate is the estimated wait of client, queued at rank for lock:
+// none past estimateHorizon.
+func queuedEstimate(op *Op, client, lock string, rank int64) (*float64, error) {
+	if !op.Config.Explain || rank < 1 || rank > estimateHorizon {
 		return nil, nil
 	}
-	modes, err := repo.QueueModesThrough(op.Tx, client)
+	modes, err := repo.QueueModesThrough(op.Tx, client, estimateHorizon)
 	if err != nil || len(modes) == 0 {
 		return nil, err
 	}
@@ -201,21 +207,32 @@ func queuedEstimate(op *Op, client, lock string) (*float64, error) {
 	return waits[len(waits)-1], nil
 }
 
-// explainQueue adds the estimated waits to an inspect answer.
+// explainQueue adds the estimated waits to an inspect answer, or page: to
+// its waiters within estimateHorizon of the head, from the modes of the
+// queue's first entries (a page may start past the head).
 func explainQueue(op *Op, in *lk.InspectResult) error {
-	if !op.Config.Explain || len(in.Queue) == 0 {
+	if !op.Config.Explain || len(in.Queue) == 0 || in.Queue[0].Position > estimateHorizon {
 		return nil
 	}
-	modes := make([]lk.Mode, len(in.Queue))
-	for i, w := range in.Queue {
-		modes[i] = w.Mode
+	var modes []lk.Mode
+	if in.Queue[0].Position == 1 {
+		for _, w := range in.Queue[:min(len(in.Queue), estimateHorizon)] {
+			modes = append(modes, w.Mode)
+		}
+	} else {
+		var err error
+		if modes, err = repo.QueueModesHead(op.Tx, in.Lock, estimateHorizon); err != nil {
+			return err
+		}
 	}
 	waits, err := estimateWaits(op.Tx, in.Lock, op.Now, modes)
 	if err != nil || waits == nil {
 		return err
 	}
-	for i := range in.Queue {
-		in.Queue[i].EstimatedWait = waits[i]
+	for i, w := range in.Queue {
+		if w.Position <= int64(len(waits)) {
+			in.Queue[i].EstimatedWait = waits[w.Position-1]
+		}
 	}
 	return nil
 }

@@ -22,7 +22,14 @@ func Inspect(op *Op, req lk.InspectRequest) (lk.InspectResult, error) {
 	if err := req.Validate(); err != nil {
 		return lk.InspectResult{}, err
 	}
-	out, err := repo.LockView(op.Tx, req.Lock)
+	var out lk.InspectResult
+	var err error
+	if req.Limit == 0 {
+		out, err = repo.LockView(op.Tx, req.Lock)
+	} else {
+		inQueue, after, _ := lk.ParseInspectCursor(req.After)
+		out, err = repo.LockViewPage(op.Tx, req.Lock, inQueue, after, req.Limit)
+	}
 	if err != nil {
 		return out, err
 	}
@@ -213,6 +220,6 @@ func Wait(op *Op, client, lock string) (WaitState, error) {
 	if w.Rank, err = repo.QueueRank(tx, client); err != nil {
 		return w, err
 	}
-	w.EstimatedWait, err = queuedEstimate(op, client, lock)
+	w.EstimatedWait, err = queuedEstimate(op, client, lock, w.Rank)
 	return w, err
 }

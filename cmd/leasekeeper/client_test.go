@@ -145,14 +145,14 @@ func testCLICommands(t *testing.T, bin string) {
 	expect(t, bin, u, 1, `{"error":"invalid_ttl","message":"ttl must be from 1 to 86400 seconds, got 0"}`,
 		"renew", "exports/daily", "--client", "etl-a", "--ttl", "0")
 	expect(t, bin, u, 0, fmt.Sprintf(`{"lock":"exports/daily","holders":[{"client":"etl-a","mode":"exclusive","token":1,"expires_at":%d}],`+
-		`"queue":[{"client":"etl-b","mode":"shared","position":1}]}`, renewed.ExpiresAt), "inspect", "exports/daily")
-	expect(t, bin, u, 0, `{"lock":"nothing","holders":[],"queue":[]}`, "inspect", "nothing")
+		`"queue":[{"client":"etl-b","mode":"shared","position":1}],"holder_count":1,"queue_length":1}`, renewed.ExpiresAt), "inspect", "exports/daily")
+	expect(t, bin, u, 0, `{"lock":"nothing","holders":[],"queue":[],"holder_count":0,"queue_length":0}`, "inspect", "nothing")
 	expect(t, bin, u, 0, `{"client":"etl-b","age":2,"holds":[],"waiting":{"lock":"exports/daily","position":1},"next":null}`, "status", "etl-b")
 	expect(t, bin, u, 0, fmt.Sprintf(`{"client":"etl-a","age":1,"holds":[{"lock":"exports/daily","mode":"exclusive","token":1,"expires_at":%d}],"waiting":null,"next":null}`,
 		renewed.ExpiresAt), "status", "etl-a")
 	expect(t, bin, u, 0, `{"client":"nobody","age":null,"holds":[],"waiting":null,"next":null}`, "status", "nobody")
 	// oldest_wait_s is etl-b's wait so far: 0 or 1 s by now.
-	expect(t, bin, u, 0, fmt.Sprintf(`{"lock":"exports/daily","holders":[{"client":"etl-a","mode":"exclusive","token":1,"expires_at":%d}],"waiting":1,"oldest_wait_s":...`,
+	expect(t, bin, u, 0, fmt.Sprintf(`{"lock":"exports/daily","holders":[{"client":"etl-a","mode":"exclusive","token":1,"expires_at":%d}],"holder_count":1,"waiting":1,"oldest_wait_s":...`,
 		renewed.ExpiresAt), "locks")
 	expect(t, bin, u, 0, `{"outcome":"ok"}`, "write", "exports/daily", "part-1", "rows 1-100", "--token", "1")
 	expect(t, bin, u, 0, `{"outcome":"ok"}`, "write", "exports/daily", "part-1", "rows 1-120", "--token", "2")
@@ -213,7 +213,9 @@ func testCLIPretty(t *testing.T, bin string) {
       "expires_at": %d
     }
   ],
-  "queue": []
+  "queue": [],
+  "holder_count": 1,
+  "queue_length": 0
 }`, g.ExpiresAt), "inspect", "L", "--pretty")
 	expect(t, bin, u, 1, `{
   "error": "client_busy",
@@ -360,7 +362,7 @@ func testCLIUsage(t *testing.T, bin string) {
 		}
 	}
 	// --server wins over the environment.
-	expect(t, bin, "http://127.0.0.1:1", 0, `{"lock":"L","holders":[],"queue":[]}`, "inspect", "L", "--server", s.url)
+	expect(t, bin, "http://127.0.0.1:1", 0, `{"lock":"L","holders":[],"queue":[],"holder_count":0,"queue_length":0}`, "inspect", "L", "--server", s.url)
 }
 
 // holds reports whether client holds lock, as the server says.

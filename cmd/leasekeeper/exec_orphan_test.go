@@ -240,7 +240,7 @@ func testCAFileEnv(t *testing.T, bin string) {
 		}
 		return r
 	}
-	free := `{"lock":"L","holders":[],"queue":[]}`
+	free := `{"lock":"L","holders":[],"queue":[],"holder_count":0,"queue_length":0}`
 	ca := caFileEnv + "=" + caFile
 	run(0, free, []string{serverEnv + "=" + srv.URL(), ca}, "inspect", "L")
 	// A bare host:port is https with the variable, as with --ca-file.
@@ -264,7 +264,7 @@ func testCAFileEnv(t *testing.T, bin string) {
 // passes the root on.
 func testServerURLWithV1(t *testing.T, bin string) {
 	s := startCLIServer(t)
-	expect(t, bin, s.url+"/v1", 0, `{"lock":"L","holders":[],"queue":[]}`, "inspect", "L")
-	expect(t, bin, "http://127.0.0.1:1", 0, `{"lock":"L","holders":[],"queue":[]}`, "inspect", "L", "--server", s.url+"/v1/")
+	expect(t, bin, s.url+"/v1", 0, `{"lock":"L","holders":[],"queue":[],"holder_count":0,"queue_length":0}`, "inspect", "L")
+	expect(t, bin, "http://127.0.0.1:1", 0, `{"lock":"L","holders":[],"queue":[],"holder_count":0,"queue_length":0}`, "inspect", "L", "--server", s.url+"/v1/")
 	expect(t, bin, s.url+"/v1", 0, s.url, "exec", "L", "--client", "a", "--ttl", "5", "--", "sh", "-c", `echo "$LEASEKEEPER_SERVER"`)
 }

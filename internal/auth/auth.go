@@ -43,11 +43,12 @@
 // A principal may also carry limits, each optional, each for one server (a
 // principal talking to two servers may send twice as much):
 //
-//	{"name": "etl", ..., "rate": 50, "max_waiting": 10, "max_streams": 8, "max_store_bytes": 1048576}
+//	{"name": "etl", ..., "rate": 50, "max_waiting": 10, "max_streams": 8, "max_store_bytes": 1048576, "max_queued": 100}
 //
 // "rate" is requests a second, with bursts of as many; "max_waiting" is how
 // many acquires with a wait may block at once; "max_streams" how many event
 // streams may be open at once (DefaultMaxStreams when left out);
+// "max_queued" how many of its clients may stand in queues, blocked or not;
 // "max_store_bytes" is how many bytes of keys and values the principal's
 // writes may hold in the fenced store, all locks together (unlike the
 // others, for the whole database: a write beyond is 409 quota_exceeded).

@@ -53,13 +53,18 @@ type Principal struct {
 	// bound. Unlike the other limits, it is the database's, whichever
 	// server the writes went through.
 	MaxStoreBytes int64
-	hash          [sha256.Size]byte
+	// MaxQueued is how many of the principal's clients may stand in
+	// queues through one server at once, blocked or not (a `wait: 0`
+	// acquire that queues counts until its client leaves the queue); 0
+	// for no limit.
+	MaxQueued int
+	hash      [sha256.Size]byte
 }
 
 // fileJSON and principalJSON are the auth file's format, exactly:
 //
 //	{"principals": [{"name": ..., "token_sha256": ..., "clients": [...], "role": ...,
-//	                 "rate": ..., "max_waiting": ..., "max_streams": ..., "max_store_bytes": ...}]}
+//	                 "rate": ..., "max_waiting": ..., "max_streams": ..., "max_queued": ..., "max_store_bytes": ...}]}
 //
 // with "clients" for role client only, and the limits optional.
 type fileJSON struct {
@@ -77,6 +82,7 @@ type principalJSON struct {
 	MaxWaiting    json.RawMessage `json:"max_waiting"`
 	MaxStreams    json.RawMessage `json:"max_streams"`
 	MaxStoreBytes json.RawMessage `json:"max_store_bytes"`
+	MaxQueued     json.RawMessage `json:"max_queued"`
 }
 
 // HashToken is the token_sha256 of token: its SHA-256 in lower-case hex, as
@@ -109,8 +115,8 @@ func LoadFile(name string) ([]Principal, error) {
 // that is not 64 hex digits, two principals with the same token, the hash of
 // the empty token, an unknown role, a client role without clients, clients
 // on another role, an empty or malformed pattern, a limit ("rate",
-// "max_waiting") that is not an integer from 1 to MaxLimit, and a
-// "max_store_bytes" that is not an integer from 1 up.
+// "max_waiting", "max_streams", "max_queued") that is not an integer from
+// 1 to MaxLimit, and a "max_store_bytes" that is not an integer from 1 up.
 func Parse(data []byte) ([]Principal, error) {
 	var f fileJSON
 	if err := strictDecode(data, &f); err != nil {
@@ -196,6 +202,9 @@ func parsePrincipal(raw json.RawMessage) (Principal, error) {
 		return p, err
 	}
 	if p.MaxWaiting, err = parseLimit("max_waiting", "blocked acquires", pj.MaxWaiting); err != nil {
+		return p, err
+	}
+	if p.MaxQueued, err = parseLimit("max_queued", "queued clients", pj.MaxQueued); err != nil {
 		return p, err
 	}
 	if p.MaxStreams, err = parseLimit("max_streams", "open event streams", pj.MaxStreams); err != nil {

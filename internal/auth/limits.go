@@ -15,7 +15,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/server"
 )
 
-// MaxLimit bounds "rate" and "max_waiting": beyond it a limit limits
+// MaxLimit bounds "rate", "max_waiting" and "max_queued": beyond it a limit limits
 // nothing, and a typo of a few zeros is better refused than obeyed.
 const MaxLimit = 1_000_000
 
@@ -207,6 +207,18 @@ func (a *Authorizer) Admit(r *http.Request, acc server.Access) (func(), *server.
 	}
 	var once sync.Once
 	return func() { once.Do(func() { l.waiting.Add(-1) }) }, nil
+}
+
+var _ server.QueueBounder = (*Authorizer)(nil)
+
+// QueuedLimit implements server.QueueBounder: the principal of r and its
+// max_queued (0 for none, or for a request without a valid token).
+func (a *Authorizer) QueuedLimit(r *http.Request) (string, int) {
+	p := a.authenticate(r)
+	if p == nil {
+		return "", 0
+	}
+	return p.Name, p.MaxQueued
 }
 
 // Waiting returns how many blocked acquires of principal name hold a slot

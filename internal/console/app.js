@@ -196,6 +196,10 @@
       const holders = el('td', { class: 'holders' },
         l.holders.map((h) => el('span', { class: 'holder', data: { client: h.client, token: h.token } },
           clientLink(h.client), ' ', modeSpan(h.mode), ' ', el('span', { class: 'token' }, '#' + h.token), ' ', countdown(h.expires_at))));
+      // A listing shows a lock's first holders only; the lock's view pages them.
+      if (l.holder_count > l.holders.length) {
+        holders.appendChild(el('span', { class: 'more' }, '+' + (l.holder_count - l.holders.length) + ' more'));
+      }
       const oldest = el('td', { class: 'num oldest' });
       if (l.oldest_wait_s !== undefined && l.oldest_wait_s !== null) {
         oldest.appendChild(since(serverNow() - l.oldest_wait_s));
@@ -225,6 +229,11 @@
           el('td', { class: 'num position' }, w.position), el('td', null, clientLink(w.client)), el('td', null, modeSpan(w.mode)),
           el('td', { class: 'num estimate', title: 'an estimate from the lock\'s recent hold times' },
             w.estimated_wait_s !== undefined && w.estimated_wait_s !== null ? '~' + fmtDur(w.estimated_wait_s) : '—'))));
+        // inspect answers a first page: say how much it left out.
+        if (r.next) {
+          $('queue').tBodies[0].appendChild(el('tr', { class: 'more' }, el('td', { colspan: 4 },
+            'first ' + r.holders.length + ' of ' + r.holder_count + ' holders and ' + r.queue.length + ' of ' + r.queue_length + ' waiters')));
+        }
       }),
       loadStore(name, false),
       loadHistory(name, false),

@@ -56,9 +56,9 @@ func TestInvalidUTF8Names(t *testing.T) {
 		_, v = f.raw("POST", "/v1/acquire", `{"client": "d", "lock": "\ufffd", "ttl": 10}`)
 		expect(t, v, granted(1, 1000, 1010))
 		_, v = f.call("GET", "/v1/inspect?lock=%F0%9F%98%80", nil)
-		expect(t, v, `{"lock": "😀", "holders": [{"client": "b", "mode": "exclusive", "token": 1, "expires_at": 1010}], "queue": []}`)
+		expect(t, v, `{"lock": "😀", "holders": [{"client": "b", "mode": "exclusive", "token": 1, "expires_at": 1010}], "queue": [], "holder_count": 1, "queue_length": 0}`)
 		_, v = f.call("GET", "/v1/inspect?lock=ok", nil)
-		expect(t, v, `{"lock": "ok", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1010}], "queue": []}`)
+		expect(t, v, `{"lock": "ok", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1010}], "queue": [], "holder_count": 1, "queue_length": 0}`)
 	})
 }
 

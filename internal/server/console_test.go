@@ -135,15 +135,12 @@ func TestLocksOldestWait(t *testing.T) {
 		f.clock.Set(time.Unix(1007, 0))
 		f.call("POST", "/v1/acquire", map[string]any{"client": "d", "lock": "L", "ttl": 100})
 		_, v := f.call("GET", "/v1/locks", nil)
-		expect(t, v, `{"locks": [
-			{"lock": "L", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1100}], "waiting": 2, "oldest_wait_s": 7},
-			{"lock": "M", "holders": [{"client": "c", "mode": "exclusive", "token": 1, "expires_at": 1100}], "waiting": 0}], "next": null}`)
+		expect(t, v, `{"locks": [{"lock": "L", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1100}], "waiting": 2, "oldest_wait_s": 7, "holder_count": 1}, {"lock": "M", "holders": [{"client": "c", "mode": "exclusive", "token": 1, "expires_at": 1100}], "waiting": 0, "holder_count": 1}], "next": null}`)
 		// The head leaves: the next in line's wait counts.
 		f.call("POST", "/v1/release", map[string]any{"client": "b", "lock": "L"})
 		f.clock.Set(time.Unix(1010, 0))
 		_, v = f.call("GET", "/v1/locks?prefix=L", nil)
-		expect(t, v, `{"locks": [
-			{"lock": "L", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1100}], "waiting": 1, "oldest_wait_s": 3}], "next": null}`)
+		expect(t, v, `{"locks": [{"lock": "L", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1100}], "waiting": 1, "oldest_wait_s": 3, "holder_count": 1}], "next": null}`)
 	})
 }
 

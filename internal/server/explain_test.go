@@ -49,9 +49,7 @@ func TestPredecessorsAndWaitsOverHTTP(t *testing.T) {
 		_, v = f.call("POST", "/v1/acquire", map[string]any{"client": "e", "lock": "L", "ttl": 30, "mode": "shared"})
 		expect(t, v, `{"outcome": "queued", "position": 2, "estimated_wait_s": 11}`)
 		_, v = f.call("GET", "/v1/inspect?lock=L", nil)
-		expect(t, v, `{"lock": "L", "holders": [{"client": "c", "mode": "exclusive", "token": 3, "expires_at": 1051}],
-			"queue": [{"client": "d", "mode": "exclusive", "position": 1, "estimated_wait_s": 5.5},
-			          {"client": "e", "mode": "shared", "position": 2, "estimated_wait_s": 11}]}`)
+		expect(t, v, `{"lock": "L", "holders": [{"client": "c", "mode": "exclusive", "token": 3, "expires_at": 1051}], "queue": [{"client": "d", "mode": "exclusive", "position": 1, "estimated_wait_s": 5.5}, {"client": "e", "mode": "shared", "position": 2, "estimated_wait_s": 11}], "holder_count": 1, "queue_length": 2}`)
 		_, v = f.call("GET", "/v1/status?client=e", nil)
 		expect(t, v, `{"client": "e", "age": 5, "holds": [], "waiting": {"lock": "L", "position": 2, "estimated_wait_s": 11}, "next": null}`)
 		// A blocked acquire whose wait runs out answers its estimate then.

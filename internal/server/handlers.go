@@ -348,7 +348,11 @@ func decodeRevoke(f *fields) lk.RevokeRequest {
 func decodeWrite(f *fields) lk.WriteRequest {
 	return lk.WriteRequest{Lock: f.name("lock"), Key: f.name("key"), Value: f.name("value"), Token: f.integer("token", true, 0)}
 }
-func decodeInspect(f *fields) lk.InspectRequest { return lk.InspectRequest{Lock: f.name("lock")} }
+func decodeInspect(f *fields) lk.InspectRequest {
+	q := lk.InspectRequest{Lock: f.name("lock")}
+	q.Limit, q.After = f.page()
+	return q
+}
 func decodeStatus(f *fields) lk.StatusRequest {
 	q := lk.StatusRequest{Client: f.name("client")}
 	q.Limit, q.After = f.page()
@@ -472,6 +476,12 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.allowed(w, r, Access{Op: "acquire", Client: q.Client}) {
 		return
 	}
+	settle, ok := s.admitQueued(w, r, q.Client)
+	if !ok {
+		return
+	}
+	// Refused before it ran (max_waiting), the acquire queued nothing.
+	defer settle(lk.AcquireResult{}, nil)
 	release := func() {}
 	if wait > 0 && s.auth != nil {
 		// A blocked-acquire slot of the principal (max_waiting), held until
@@ -484,6 +494,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.eng.Acquire(r.Context(), q, wait)
 	release()
+	settle(res, err)
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -162,7 +162,7 @@ func TestAdmitterSlots(t *testing.T) {
 		t.Errorf("over max: HTTP %d Retry-After %q %v; want 429 rate_limited, Retry-After 1", a.status, a.retryAfter, a.body)
 	}
 	_, v := f.call("GET", "/v1/inspect?lock=L", nil)
-	expect(t, v, `{"lock": "L", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": [{"client": "b", "mode": "exclusive", "position": 1}]}`)
+	expect(t, v, `{"lock": "L", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": [{"client": "b", "mode": "exclusive", "position": 1}], "holder_count": 1, "queue_length": 1}`)
 	clock.Set(time.Unix(1006, 0))
 	if a := get(chB); a.body["outcome"] != "queued" {
 		t.Errorf("HTTP %d %v, want queued", a.status, a.body)

@@ -79,7 +79,7 @@ func TestPeersLapseHandedOverOnce(t *testing.T) {
 	a.clock.Set(time.Unix(1025, 0))
 	expect(t, receive(t, ch), granted(2, 1010, 1040))
 	_, v := b.call("GET", "/v1/inspect?lock=L", nil)
-	expect(t, v, `{"lock": "L", "holders": [{"client": "y", "mode": "exclusive", "token": 2, "expires_at": 1040}], "queue": []}`)
+	expect(t, v, `{"lock": "L", "holders": [{"client": "y", "mode": "exclusive", "token": 2, "expires_at": 1040}], "queue": [], "holder_count": 1, "queue_length": 0}`)
 	// The server that made the hand-over counts its events after its
 	// commit, which the other may have heard of, and answered y, first:
 	// wait for the counts to settle, then require them exact.
@@ -134,7 +134,7 @@ func TestPeersSurvivesLostConnection(t *testing.T) {
 		t.Fatalf("terminated %d connections, want at least 4", killed)
 	}
 
-	expect(t, retry(a, "GET", "/v1/inspect?lock=L", nil), `{"lock": "L", "holders": [{"client": "x", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": []}`)
+	expect(t, retry(a, "GET", "/v1/inspect?lock=L", nil), `{"lock": "L", "holders": [{"client": "x", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": [], "holder_count": 1, "queue_length": 0}`)
 	retry(b, "GET", "/v1/inspect?lock=L", nil)
 	testutil.Eventually(t, 5*time.Second, "the listeners never reconnected", listening)
 	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L", "ttl": 30, "wait": 600})
@@ -310,7 +310,7 @@ func TestPeersLeavesReadOnlySession(t *testing.T) {
 	for i := 0; ; i++ {
 		status, v := f.call("GET", "/v1/inspect?lock=L", nil)
 		if status == http.StatusOK {
-			expect(t, v, `{"lock": "L", "holders": [{"client": "x", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": []}`)
+			expect(t, v, `{"lock": "L", "holders": [{"client": "x", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": [], "holder_count": 1, "queue_length": 0}`)
 			break
 		}
 		if i == 20 {

@@ -91,7 +91,7 @@ func TestReadsApartFromCommitter(t *testing.T) {
 			_, v = f.call("GET", "/v1/status?client=b", nil)
 			expect(t, v, `{"client": "b", "age": 2, "holds": [], "waiting": {"lock": "L2", "position": 1}, "next": null}`)
 			_, v = f.call("GET", "/v1/locks", nil)
-			expect(t, v, `{"locks": [{"lock": "L2", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 2000}], "waiting": 1, "oldest_wait_s": 15}], "next": null}`)
+			expect(t, v, `{"locks": [{"lock": "L2", "holders": [{"client": "a", "mode": "exclusive", "token": 1, "expires_at": 2000}], "waiting": 1, "oldest_wait_s": 15, "holder_count": 1}], "next": null}`)
 			g, err := srv.Gauges(context.Background())
 			held, waiting := g.Held, g.Waiting
 			if err != nil || held != 1 || waiting != 1 {
@@ -104,7 +104,7 @@ func TestReadsApartFromCommitter(t *testing.T) {
 		// answers stay the same, now from the tables.
 		unblock()
 		_, v = f.call("GET", "/v1/inspect?lock=L1", nil) // through the committer, after the lapse
-		expect(t, v, `{"lock": "L1", "holders": [], "queue": []}`)
+		expect(t, v, `{"lock": "L1", "holders": [], "queue": [], "holder_count": 0, "queue_length": 0}`)
 		check()
 	})
 }
@@ -249,7 +249,7 @@ func TestReadsWaitForHandOver(t *testing.T) {
 		}()
 	}
 	want := map[string]string{
-		"/v1/locks":           `{"locks": [{"lock": "L", "holders": [{"client": "b", "mode": "exclusive", "token": 2, "expires_at": 1110}], "waiting": 0}], "next": null}`,
+		"/v1/locks":           `{"locks": [{"lock": "L", "holders": [{"client": "b", "mode": "exclusive", "token": 2, "expires_at": 1110}], "waiting": 0, "holder_count": 1}], "next": null}`,
 		"/v1/status?client=b": `{"client": "b", "age": 2, "holds": [{"lock": "L", "mode": "exclusive", "token": 2, "expires_at": 1110}], "waiting": null, "next": null}`,
 	}
 	got := 0

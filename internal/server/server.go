@@ -45,6 +45,7 @@ type Server struct {
 
 	maxStreams int
 	streams    atomic.Int64 // open event streams
+	queued     queued       // max_queued's record (queued.go)
 }
 
 // New returns the HTTP front of eng. Draining and closing are the engine's

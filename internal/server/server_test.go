@@ -345,7 +345,7 @@ func TestBlockedAcquireWokenAtHandOver(t *testing.T) {
 	f.clock.Set(time.Unix(1025, 0)) // 15 s after a's lease ended
 	expect(t, receive(t, ch), granted(2, 1010, 1040))
 	_, v = f.call("GET", "/v1/inspect?lock=L", nil)
-	expect(t, v, `{"lock": "L", "holders": [{"client": "b", "mode": "exclusive", "token": 2, "expires_at": 1040}], "queue": []}`)
+	expect(t, v, `{"lock": "L", "holders": [{"client": "b", "mode": "exclusive", "token": 2, "expires_at": 1040}], "queue": [], "holder_count": 1, "queue_length": 0}`)
 }
 
 // TestBlockedAcquireDeadlockVictim: a blocked acquire whose client another
@@ -571,7 +571,7 @@ func TestLocksPaging(t *testing.T) {
 					if l.Lock == "b" {
 						waiting, oldest = 1, new(int64(0))
 					}
-					want := lk.LockSummary{Lock: l.Lock, Waiting: waiting, OldestWaitS: oldest, Holders: []lk.Holder{
+					want := lk.LockSummary{Lock: l.Lock, HolderCount: 1, Waiting: waiting, OldestWaitS: oldest, Holders: []lk.Holder{
 						{Client: holder[l.Lock], Mode: lk.Exclusive, Token: 1, ExpiresAt: 4600}}}
 					if !harness.Equal(l, want) {
 						t.Errorf("GET /v1/locks?%s shows %+v, want %+v", q, l, want)
@@ -766,7 +766,7 @@ func TestRestartHandsOverLapsedLeases(t *testing.T) {
 	f.stop()
 	// Down from 100 to 200: a ended at 110, b held [110, 130), c got L at 130.
 	g := startOn(t, path, 200)
-	want := mustJSON(`{"locks": [{"lock": "L", "holders": [{"client": "c", "mode": "exclusive", "token": 3, "expires_at": 630}], "waiting": 0}], "next": null}`)
+	want := mustJSON(`{"locks": [{"lock": "L", "holders": [{"client": "c", "mode": "exclusive", "token": 3, "expires_at": 630}], "waiting": 0, "holder_count": 1}], "next": null}`)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, v := g.call("GET", "/v1/locks", nil)
@@ -942,7 +942,7 @@ func TestInvalidUTF8QueryParameter(t *testing.T) {
 		status, v := f.call("GET", "/v1/status?client=caf%E9", nil)
 		expectError(t, status, v, lk.CodeInvalidArguments, "client must be valid UTF-8")
 		_, v = f.call("GET", "/v1/inspect?lock=L", nil)
-		expect(t, v, `{"lock": "L", "holders": [{"client": "caf\uFFFD", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": []}`)
+		expect(t, v, `{"lock": "L", "holders": [{"client": "caf�", "mode": "exclusive", "token": 1, "expires_at": 1100}], "queue": [], "holder_count": 1, "queue_length": 0}`)
 	})
 }
 

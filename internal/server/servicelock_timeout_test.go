@@ -30,7 +30,7 @@ func TestServiceLockTimeout(t *testing.T) {
 		t.Errorf("answered 503 after %v, want about %v", took, repo.ServiceLockTimeout)
 	}
 	_, v = f.call("GET", "/v1/inspect?lock=M", nil)
-	expect(t, v, `{"lock": "M", "holders": [], "queue": []}`)
+	expect(t, v, `{"lock": "M", "holders": [], "queue": [], "holder_count": 0, "queue_length": 0}`)
 	_, v = f.call("POST", "/v1/acquire", map[string]any{"client": "b", "lock": "M", "ttl": 100})
 	if m, _ := v.(map[string]any); m["outcome"] != "granted" {
 		t.Errorf("acquire once the row is free: %v", v)

@@ -44,5 +44,5 @@ func TestStaleReport(t *testing.T) {
 	}
 	// Nothing changed: b still holds L with token 2.
 	_, v = f.call("GET", "/v1/inspect?lock=L", nil)
-	expect(t, v, `{"lock": "L", "holders": [{"client": "b", "mode": "exclusive", "token": 2, "expires_at": 1010}], "queue": []}`)
+	expect(t, v, `{"lock": "L", "holders": [{"client": "b", "mode": "exclusive", "token": 2, "expires_at": 1010}], "queue": [], "holder_count": 1, "queue_length": 0}`)
 }

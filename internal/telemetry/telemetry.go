@@ -112,7 +112,7 @@ func New(audit io.Writer, gauges Gauges, opts Options) *Telemetry {
 	t.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasekeeper_auth_failures_total",
 		Help: "Requests refused by the authorizer, by HTTP status."}, []string{"status"})
 	t.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasekeeper_rate_limited_total",
-		Help: "Requests answered 429 rate_limited: a principal over its rate or its max_waiting (auth file)."}, []string{"principal"})
+		Help: "Requests answered 429 rate_limited: a principal over its rate, its max_waiting or its max_queued (auth file)."}, []string{"principal"})
 	t.reg.MustRegister(t.rateLimited)
 	t.lapses = f("lapses_total", "Leases that ran out (retired at their expiry).")
 	t.releases = f("releases_total", "Leases released by their holder.")

@@ -287,8 +287,18 @@ class Client:
         return cast(ReadResult, self._transport.request("GET", "/v1/read", query={"lock": lock, "key": key}))
 
     def inspect(self, lock: str) -> InspectResult:
-        """``lock``'s holders, by token, and its queue, oldest first."""
-        return cast(InspectResult, self._transport.request("GET", "/v1/inspect", query={"lock": lock}))
+        """``lock``'s holders, by token, and its queue, oldest first, with
+        ``holder_count`` and ``queue_length``. It reads the server's pages
+        to the last, 1,000 entries each."""
+        query: Dict[str, Any] = {"lock": lock, "limit": 1000}
+        res = self._transport.request("GET", "/v1/inspect", query=query)
+        while res.get("next") is not None:
+            page = self._transport.request("GET", "/v1/inspect", query=dict(query, after=res["next"]))
+            res["holders"].extend(page["holders"])
+            res["queue"].extend(page["queue"])
+            res["next"] = page.get("next")
+        res.pop("next", None)
+        return cast(InspectResult, res)
 
     def status(self, client: str) -> StatusResult:
         """What ``client`` holds, by lock name, and the lock it waits for:

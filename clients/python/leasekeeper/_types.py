@@ -109,6 +109,8 @@ class InspectResult(TypedDict):
     lock: str
     holders: List[Holder]
     queue: List[Waiter]
+    holder_count: int
+    queue_length: int
 
 
 class Hold(TypedDict):
@@ -150,12 +152,14 @@ class StatusResult(_Status, total=False):
 class _LockSummary(TypedDict):
     lock: str
     holders: List[Holder]
+    holder_count: int
     waiting: int
 
 
 class LockSummary(_LockSummary, total=False):
-    """A lock with holders or waiters, as the locks listing gives it;
-    ``oldest_wait_s`` when somebody waits."""
+    """A lock with holders or waiters, as the locks listing gives it: its
+    first 10 holders and ``holder_count``, all of them (``inspect`` reads
+    them all); ``oldest_wait_s`` when somebody waits."""
 
     oldest_wait_s: int
 
