@@ -118,6 +118,12 @@ func TestAnswersSecondOpinion(t *testing.T) {
 	do("POST", "/v1/revoke", `{"client":"etl-b","lock":"exports/daily"}`) // not_holder
 	do("POST", "/v1/unfence", `{"lock":"exports/daily"}`)
 	acquire("etl-a", "exports/hourly", 30) // a second grant of etl-a's, for a second page
+	do("POST", "/v1/write", `{"lock":"exports/hourly","key":"k","value":"v","token":1}`)
+	do("POST", "/v1/delete", `{"client":"etl-a","lock":"exports/hourly","key":"k","token":1}`)
+	do("POST", "/v1/write", `{"lock":"exports/hourly","key":"k","value":"v","token":1}`)
+	do("POST", "/v1/store/clear", `{"lock":"exports/hourly"}`)
+	do("POST", "/v1/stale", `{"client":"etl-a","lock":"exports/hourly","token":1,"newer":2,"resource":"orders"}`)
+	do("POST", "/v1/stale", `{"client":"etl-b","lock":"exports/hourly","token":1,"newer":2,"resource":"orders"}`) // token_not_granted
 	var page lk.HistoryResult
 	if err := json.Unmarshal(do("GET", "/v1/history?lock=exports/daily&limit=1", ""), &page); err != nil || page.Next == nil {
 		t.Fatalf("history: %+v %v", page, err)
