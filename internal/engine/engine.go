@@ -16,6 +16,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -271,6 +272,12 @@ func (e *Engine) Acquire(ctx context.Context, q lk.AcquireRequest, wait time.Dur
 	res, err := call(e, ctx, "acquire", q, service.Acquire)
 	if err == nil && wait > 0 && res.Outcome == lk.Queued {
 		res, err = await(e, ctx, q.Client, q.Lock, wait, news, res)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			// The acquire was committed (its client is queued, and may be
+			// granted yet): what failed is the wait, so the answer must
+			// not say that the operation did not happen.
+			err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
+		}
 	}
 	return res, err
 }

@@ -158,6 +158,9 @@ func encode(v any) ([]byte, error) {
 // message, anything else as the server's failure.
 func (s *Server) fail(w http.ResponseWriter, err error) {
 	switch {
+	case errors.Is(err, engine.ErrClosed) && errors.Is(err, engine.ErrOutcomeUnknown):
+		// A blocked acquire whose wait the stop cut off: it was queued.
+		replyError(w, lk.Errorf(lk.CodeShuttingDown, "the server stopped during the operation, which may have happened: read the state before retrying"))
 	case errors.Is(err, engine.ErrClosed):
 		// The committer never took the operation.
 		replyError(w, lk.Errorf(lk.CodeShuttingDown, "the server is stopping; the operation did not happen: retry on another server, or on this one once restarted").NotApplied())
