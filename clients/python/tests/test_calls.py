@@ -180,7 +180,7 @@ def test_write_read(lk: Client) -> None:
 
 
 def test_inspect(lk: Client) -> None:
-    assert lk.inspect("nothing/here") == {"lock": "nothing/here", "holders": [], "queue": []}
+    assert lk.inspect("nothing/here") == {"lock": "nothing/here", "holders": [], "queue": [], "holder_count": 0, "queue_length": 0}
     lk.acquire("exports/daily", client="etl-a", ttl=30)
     waiter = in_thread(lk.acquire, "exports/daily", client="etl-b", ttl=30, wait=20)
     wait_queued(lk, "exports/daily")
