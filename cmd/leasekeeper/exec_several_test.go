@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -76,22 +78,7 @@ func testExecSeveralWait(t *testing.T, bin string) {
 // y holds B; j's exec takes A and waits for B; y then asks for A, out of
 // canonical order, closing a cycle: j, the younger, is the victim.
 func testExecSeveralAborted(t *testing.T, bin string) {
-	s := startCLIServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	y, err := s.Acquire(ctx, "B", client.AcquireOptions{Client: "y", TTL: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.Release(ctx)
-	cmd, _, stderr := cliCommand(ctx, bin, s.url, "exec", "A", "B", "--client", "j", "--ttl", "10", "--wait", "15", "--", "echo", "ran")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 5*time.Second, "j holds A and waits for B", func() bool {
-		st, err := s.Status(ctx, "j")
-		return err == nil && st.Waiting != nil && st.Waiting.Lock == "B" && len(st.Holds) == 1
-	})
+	s, ctx, cmd, stderr := startExecWaitingForB(t, bin, "10")
 	res, err := s.AcquireOnce(ctx, "A", client.AcquireOptions{Client: "y", TTL: 30 * time.Second})
 	if err != nil || res.Outcome != lk.Granted || len(res.Victims) != 1 || res.Victims[0] != "j" {
 		t.Fatalf("y's acquire of A: %+v, %v; want granted, with j the victim", res, err)
@@ -105,22 +92,7 @@ func testExecSeveralAborted(t *testing.T, bin string) {
 // j's exec holds A and waits for B; A is released from elsewhere: the
 // lease is lost at its next renew, and exec gives up the wait: 77.
 func testExecSeveralLost(t *testing.T, bin string) {
-	s := startCLIServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	y, err := s.Acquire(ctx, "B", client.AcquireOptions{Client: "y", TTL: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.Release(ctx)
-	cmd, _, stderr := cliCommand(ctx, bin, s.url, "exec", "A", "B", "--client", "j", "--ttl", "3", "--wait", "15", "--", "echo", "ran")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 5*time.Second, "j holds A and waits for B", func() bool {
-		st, err := s.Status(ctx, "j")
-		return err == nil && st.Waiting != nil && st.Waiting.Lock == "B"
-	})
+	s, ctx, cmd, stderr := startExecWaitingForB(t, bin, "3")
 	if out, err := s.Release(ctx, "j", "A"); err != nil || out.Outcome != lk.Released {
 		t.Fatalf("release from elsewhere: %+v, %v", out, err)
 	}
@@ -130,6 +102,30 @@ func testExecSeveralLost(t *testing.T, bin string) {
 	if st, err := s.Status(ctx, "j"); err != nil || st.Waiting != nil || len(st.Holds) != 0 {
 		t.Errorf("j after exec: %+v, %v; want neither waiting nor holding", st, err)
 	}
+}
+
+// startExecWaitingForB starts a server on which y holds B, and j's exec
+// of A and B (--ttl ttl, --wait 15), once it holds A and waits for B. The
+// context lasts the test.
+func startExecWaitingForB(t *testing.T, bin, ttl string) (*cliServer, context.Context, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	s := startCLIServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	y, err := s.Acquire(ctx, "B", client.AcquireOptions{Client: "y", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { y.Release(ctx) })
+	cmd, _, stderr := cliCommand(ctx, bin, s.url, "exec", "A", "B", "--client", "j", "--ttl", ttl, "--wait", "15", "--", "echo", "ran")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "j holds A and waits for B", func() bool {
+		st, err := s.Status(ctx, "j")
+		return err == nil && st.Waiting != nil && st.Waiting.Lock == "B" && len(st.Holds) == 1
+	})
+	return s, ctx, cmd, stderr
 }
 
 func testExecSeveralUsage(t *testing.T, bin string) {
