@@ -37,10 +37,10 @@ type dialect interface {
 	// and inserts the lease in one statement, parameters as LeaseInsert's.
 	lockGrant(newLock bool) string
 	// leaseRenew is LeaseRenew in one statement (parameters expires_at,
-	// lock, client), grant's row included, returning token and granted_at.
+	// lock, client), returning token and granted_at.
 	leaseRenew() string
 	// leaseEnd is LeaseEnd in one statement (parameters lock, client,
-	// ended, ended_at), returning the lease's mode, token, granted_at and
+	// ended, ended_at), the ended grant's row included, returning the lease's mode, token, granted_at and
 	// expires_at, and the lock's queue length.
 	leaseEnd() string
 	// lockServiceRow reads the service row as serviceCounters and locks it

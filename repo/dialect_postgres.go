@@ -49,34 +49,31 @@ func (postgresDialect) serviceCounters() string {
 }
 
 // lockGrant: one statement, a round trip less than two: the counter, the
-// lease, its grant's row, and the pruning of the lock's history that the
-// new token allows (repo/grants.go; ?7 is the number of tokens kept).
+// lease (its grant's row in the history while it lives), and the pruning
+// of the lock's history that the new token allows (repo/grants.go; ?7 is
+// the number of tokens kept).
 func (postgresDialect) lockGrant(newLock bool) string {
 	counter := `UPDATE locks SET last_token = last_token + 1 WHERE name = ?1`
 	if newLock {
 		counter = `INSERT INTO locks (name, last_token) VALUES (?1, 1)`
 	}
 	return `WITH counter AS (` + counter + `),
-			grant_row AS (INSERT INTO grants (lock, token, client, mode, granted_at, expires_at)
-				VALUES (?1, ?4, ?2, ?3, ?5, ?6) ON CONFLICT (lock, token) DO NOTHING),
-			pruned AS (DELETE FROM grants WHERE lock = ?1 AND token <= ?4 - CAST(?7 AS BIGINT) AND ended IS NOT NULL)
+			pruned AS (DELETE FROM grants_recent WHERE lock = ?1 AND token <= ?4 - CAST(?7 AS BIGINT)),
+			pruned_archive AS (DELETE FROM grants_archive WHERE lock = ?1 AND token <= ?4 - CAST(?7 AS BIGINT))
 			INSERT INTO leases (lock, client, mode, token, granted_at, expires_at)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
 }
 
 // leaseRenew, leaseEnd: one statement each, where SQLite runs two or three.
-// The lease's token, which the grant's row is found by, comes from the
-// lease's own data-modifying WITH.
+// The ended grant's row comes from the lease's own data-modifying WITH.
 func (postgresDialect) leaseRenew() string {
-	return `WITH l AS (UPDATE leases SET expires_at = ?1 WHERE lock = ?2 AND client = ?3 RETURNING token, granted_at),
-			g AS (UPDATE grants SET expires_at = ?1 WHERE lock = ?2 AND token = (SELECT token FROM l))
-			SELECT token, granted_at FROM l`
+	return `UPDATE leases SET expires_at = ?1 WHERE lock = ?2 AND client = ?3 RETURNING token, granted_at`
 }
 
 func (postgresDialect) leaseEnd() string {
 	return `WITH l AS (DELETE FROM leases WHERE lock = ?1 AND client = ?2 RETURNING mode, token, granted_at, expires_at),
-			g AS (UPDATE grants SET ended = ?3, ended_at = ?4, ended_after_token = (SELECT last_token FROM locks WHERE name = ?1)
-				WHERE lock = ?1 AND token = (SELECT token FROM l))
+			g AS (INSERT INTO grants_recent (lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)
+				SELECT ?1, token, ?2, mode, granted_at, expires_at, ?4, ?3, (SELECT last_token FROM locks WHERE name = ?1) FROM l)
 			SELECT mode, token, granted_at, expires_at, (SELECT queue_length FROM locks WHERE name = ?1) FROM l`
 }
 

@@ -7,27 +7,52 @@ package repo
 // none reads a lock's whole history.
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
 
 	lk "github.com/leasekeeper/leasekeeper"
 )
 
+// Each read below reads the places of the history it needs one by one
+// (repo/grants.go), each through an index in the order it returns, and
+// the results are put together here: where the database pipelines, the
+// reads of one answer go as one batch. A union of them in one statement
+// sorted each arm again (SQLite cannot tell that a subquery keeps its
+// index's order), at about four times the cost.
 var (
 	// The last grant before token that is not a reader of token's
 	// hand-over: one granted before at, an exclusive one, or one that had
-	// ended before token was granted. A walk down the primary key from
-	// token, as long as the run of readers granted together.
-	qGrantBeforeRun = portable("GrantBeforeRun", `SELECT token FROM grants WHERE lock = ?1 AND token < ?2
-		AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
+	// ended before token was granted. In each place, a walk down the
+	// lock's tokens from token, as long as the run of readers granted
+	// together.
+	qGrantBeforeRunLive = perDialect("GrantBeforeRun.live", func(d dialect) string {
+		return `SELECT token FROM leases ` + d.indexedBy("leases_by_token") + `
+		WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared') ORDER BY token DESC LIMIT 1`
+	})
+	qGrantBeforeRunRecent = perDialect("GrantBeforeRun.recent", func(d dialect) string {
+		return `SELECT token FROM grants_recent ` + d.indexedBy("grants_recent_by_lock") + `
+		WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
+		ORDER BY token DESC LIMIT 1`
+	})
+	qGrantBeforeRunArchive = portable("GrantBeforeRun.archive", `SELECT token FROM grants_archive
+		WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
 		ORDER BY token DESC LIMIT 1`)
 	// A holder still live when token was granted: a lease live now with an
 	// older token, or one that ended after token was granted.
 	qGrantJoinedLive = perDialect("GrantJoinedLive", func(d dialect) string {
 		return `SELECT CASE WHEN EXISTS (SELECT 1 FROM leases WHERE lock = ?1 AND token < ?2)
+			OR EXISTS (SELECT 1 FROM ` + endedAfterRecent(d) + ` WHERE lock = ?1 AND ended_after_token >= ?2 AND token < ?2)
 			OR EXISTS (SELECT 1 FROM ` + endedByLockOrder(d) + ` WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token >= ?2 AND token < ?2)
 			THEN 1 ELSE 0 END`
 	})
-	qGrantsEndedAfter = perDialect("GrantsEndedAfter", func(d dialect) string {
+	// The leases of the lock that ended while ?2 was its last token, in
+	// the order they ended: from each of grants_recent and grants_archive.
+	qGrantsEndedAfterRecent = perDialect("GrantsEndedAfter.recent", func(d dialect) string {
+		return `SELECT token, client, mode, ended_at, ended FROM ` + endedAfterRecent(d) + `
+		WHERE lock = ?1 AND ended_after_token = ?2 AND token <= ?2 ORDER BY ended_at, token LIMIT ?3`
+	})
+	qGrantsEndedAfterArchive = perDialect("GrantsEndedAfter.archive", func(d dialect) string {
 		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
 		WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token = ?2 AND token <= ?2
 		ORDER BY ended_at, token LIMIT ?3`
@@ -36,59 +61,90 @@ var (
 	// and without the rows that the grant of the next token prunes (?2
 	// tokens kept): the predecessors an exclusive grant of the next token
 	// would have (RequestStateWithNext).
-	qNextPredecessors = perDialect("NextPredecessors", func(d dialect) string {
-		last := `(SELECT last_token FROM locks WHERE name = ?1)`
-		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
-		WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token = ` + last + ` AND token <= ` + last + `
-		AND token > ` + last + ` + 1 - CAST(?2 AS BIGINT)
+	qNextPredecessorsRecent = perDialect("NextPredecessors.recent", func(d dialect) string {
+		return `SELECT token, client, mode, ended_at, ended FROM ` + endedAfterRecent(d) + ` WHERE ` + nextPredecessors + `
 		ORDER BY ended_at, token LIMIT ?3`
+	})
+	qNextPredecessorsArchive = perDialect("NextPredecessors.archive", func(d dialect) string {
+		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
+		WHERE ended IS NOT NULL AND ` + nextPredecessors + ` ORDER BY ended_at, token LIMIT ?3`
 	})
 )
 
-// endedByLockTime names the grants table for a range of
-// grants_ended_by_lock_time: SQLite, which might take the primary key's
+const nextPredecessors = `lock = ?1 AND ended_after_token = (SELECT last_token FROM locks WHERE name = ?1)
+		AND token <= (SELECT last_token FROM locks WHERE name = ?1)
+		AND token > (SELECT last_token FROM locks WHERE name = ?1) + 1 - CAST(?2 AS BIGINT)`
+
+// endedByLockOrder names grants_archive for a range of
+// grants_ended_by_lock_order: SQLite, which might take the primary key's
 // (lock, token) for the lock, and walk its whole history, is told.
-func endedByLockTime(d dialect) string {
-	return `grants ` + d.indexedBy("grants_ended_by_lock_time")
+func endedByLockOrder(d dialect) string {
+	return `grants_archive ` + d.indexedBy("grants_ended_by_lock_order")
 }
 
-// endedByLockOrder is endedByLockTime for grants_ended_by_lock_order.
-func endedByLockOrder(d dialect) string {
-	return `grants ` + d.indexedBy("grants_ended_by_lock_order")
+// endedAfterRecent is endedByLockOrder for grants_recent's index in the
+// same order.
+func endedAfterRecent(d dialect) string {
+	return `grants_recent ` + d.indexedBy("grants_recent_ended_after")
 }
 
 // GrantPredecessors returns the predecessors of the grant of lock's token,
 // made at instant at in mode (docs/api.md, "Answers that say why"): the
 // leases of the lock that ended while token-1 was its last token (each
-// grants row records, as ended_after_token, the lock's last token when it
-// ended), oldest end first, at most limit. A reader granted together with
-// the readers just before it (at the same instant, they still live) has
-// those of the first of them, B: the ends that made the hand-over
-// possible. None when a lease older than B was still live at B's grant (a
-// reader that joined live readers waited for nobody), for a lock's first
-// grant, and when history no longer keeps them. It walks down the primary
-// key through the run of readers, and reads the rows it returns through
-// grants_ended_by_lock_order.
+// ended grant's row records, as ended_after_token, the lock's last token
+// when it ended), oldest end first, at most limit. A reader granted
+// together with the readers just before it (at the same instant, they
+// still live) has those of the first of them, B: the ends that made the
+// hand-over possible. None when a lease older than B was still live at B's
+// grant (a reader that joined live readers waited for nobody), for a
+// lock's first grant, and when history no longer keeps them. It walks down
+// the lock's tokens through the run of readers, and reads the rows it
+// returns through the indexes in end order.
 func GrantPredecessors(tx *Tx, lock string, token, at int64, mode lk.Mode, limit int) ([]lk.Predecessor, error) {
 	first := token
 	if mode == lk.Shared {
-		var before int64
-		found, err := tx.row(qGrantBeforeRun, []any{lock, token, at}, &before)
-		if err != nil {
+		var before [3]int64
+		var found [3]bool
+		args := []any{lock, token, at}
+		if err := tx.reads(readRow(qGrantBeforeRunLive, args, &found[0], &before[0]),
+			readRow(qGrantBeforeRunRecent, args, &found[1], &before[1]),
+			readRow(qGrantBeforeRunArchive, args, &found[2], &before[2])); err != nil {
 			return nil, err
 		}
-		if !found {
+		first = 0
+		for i := range before {
+			if found[i] {
+				first = max(first, before[i]+1)
+			}
+		}
+		if first == 0 {
 			return nil, nil // the lock's first grants, or history dropped the rest
 		}
-		first = before + 1
 		var live int64
 		if _, err := tx.row(qGrantJoinedLive, []any{lock, first}, &live); err != nil || live == 1 {
 			return nil, err
 		}
 	}
 	var out []lk.Predecessor
-	err := tx.each(qGrantsEndedAfter, []any{lock, first - 1, limit}, collectPredecessors(&out))
-	return out, err
+	args := []any{lock, first - 1, limit}
+	err := tx.reads(read{q: qGrantsEndedAfterRecent, args: args, fn: collectPredecessors(&out)},
+		read{q: qGrantsEndedAfterArchive, args: args, fn: collectPredecessors(&out)})
+	return inEndOrder(out, limit), err
+}
+
+// inEndOrder sorts predecessors read from two places by (ended_at, token),
+// as each place returned its own, and keeps the first limit.
+func inEndOrder(ps []lk.Predecessor, limit int) []lk.Predecessor {
+	slices.SortStableFunc(ps, func(a, b lk.Predecessor) int {
+		if c := cmp.Compare(a.EndedAt, b.EndedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Token, b.Token)
+	})
+	if len(ps) > limit {
+		ps = ps[:limit]
+	}
+	return ps
 }
 
 // collectPredecessors scans GrantsEndedAfter's rows into out.
@@ -105,10 +161,20 @@ func collectPredecessors(out *[]lk.Predecessor) func(scan func(...any) error) er
 	}
 }
 
-var qGrantHoldTimes = perDialect("GrantHoldTimes", func(d dialect) string {
-	return `SELECT mode, ended_at - granted_at FROM ` + endedByLockTime(d) + `
-		WHERE lock = ? AND ended IS NOT NULL ORDER BY ended_at DESC LIMIT ?`
-})
+// The last leases of a lock to end, by the token they ended after, then
+// ended_at: their order of end, but for a lapse noticed late. A lock's
+// recent rows all ended after its archived ones, which move all together
+// (MoveGrants).
+var (
+	qGrantHoldTimesRecent = perDialect("GrantHoldTimes.recent", func(d dialect) string {
+		return `SELECT mode, ended_at - granted_at FROM ` + endedAfterRecent(d) + `
+		WHERE lock = ? ORDER BY ended_after_token DESC, ended_at DESC LIMIT ?`
+	})
+	qGrantHoldTimesArchive = perDialect("GrantHoldTimes.archive", func(d dialect) string {
+		return `SELECT mode, ended_at - granted_at FROM ` + endedByLockOrder(d) + `
+		WHERE lock = ? AND ended IS NOT NULL ORDER BY ended_after_token DESC, ended_at DESC LIMIT ?`
+	})
+)
 
 // HoldTime is how long one ended lease was held.
 type HoldTime struct {
@@ -120,14 +186,19 @@ type HoldTime struct {
 // were held, latest end first.
 func GrantHoldTimes(tx *Tx, lock string, limit int) ([]HoldTime, error) {
 	var out []HoldTime
-	err := tx.each(qGrantHoldTimes, []any{lock, limit}, func(scan func(...any) error) error {
+	collect := func(scan func(...any) error) error {
 		var h HoldTime
 		if err := scan(&h.Mode, &h.Held); err != nil {
 			return err
 		}
 		out = append(out, h)
 		return nil
-	})
+	}
+	err := tx.reads(read{q: qGrantHoldTimesRecent, args: []any{lock, limit}, fn: collect},
+		read{q: qGrantHoldTimesArchive, args: []any{lock, limit}, fn: collect})
+	if len(out) > limit {
+		out = out[:limit]
+	}
 	return out, err
 }
 
@@ -240,17 +311,22 @@ func AbortsPruneBefore(tx *Tx, before int64, limit int) (int64, error) {
 	return tx.affected(qAbortsPruneBefore, before, limit)
 }
 
-var qGrantLostInAbort = portable("GrantLostInAbort", `SELECT count(*) FROM grants
-		WHERE client = ?1 AND lock = ?2 AND granted_at <= ?3 AND ended = 'aborted' AND ended_at = ?3`)
+var qGrantLostInAbort = perDialect("GrantLostInAbort", func(d dialect) string {
+	return `SELECT count(*) FROM (` + endedUnion(d, `token`,
+		`client = ?1 AND lock = ?2 AND granted_at <= ?3 AND ended = 'aborted' AND ended_at = ?3`, ``, ``, "") + `) u`
+})
 
 // GrantLostInAbort reports whether client's lease on lock ended in its
-// abort at instant at: a range of client's grants (grants_by_client).
+// abort at instant at: a range of client's grants (grants_by_client), and
+// of grants_recent.
 func GrantLostInAbort(tx *Tx, client, lock string, at int64) (bool, error) {
 	n, _, err := tx.rowInt(qGrantLostInAbort, client, lock, at)
 	return n > 0, err
 }
 
-var qGrantGet = portable("GrantGet", `SELECT client, mode, granted_at, expires_at FROM grants WHERE lock = ? AND token = ?`)
+var qGrantGet = perDialect("GrantGet", func(d dialect) string {
+	return historyUnion(d, `client, mode, granted_at, expires_at`, `lock = ?1 AND token = ?2`, ``, `1`, "")
+})
 
 // GrantGet returns the grant of lock's token, as a lease (its expiry the
 // last known); found is false when history does not keep it.

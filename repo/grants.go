@@ -1,47 +1,48 @@
 package repo
 
-// The grants table: the history of every token granted (migrations/sqlite/
-// 00003_grants.sql). A grant's row is written in the transaction that
-// grants the lease and ended in the one that ends it. Two statements of
-// other files write it too, where one statement does the work of several on
-// PostgreSQL: the dialect's lockGrant (a grant on the spot), leaseRenew and
-// leaseEnd.
+// The grant history: one row per token granted, in three places
+// (migrations/sqlite/00010_grants_recent.sql), so that an operation writes
+// it where a commit costs least:
+//
+//   - leases: a live grant's history row is its lease's row. A grant writes
+//     no other row, and a renew none at all.
+//   - grants_recent: the grants that ended recently, appended in sequence.
+//     An end writes the table's last page and one entry of a small index on
+//     (lock, token), however many locks its commit touches.
+//   - grants_archive: the older ended grants, with the indexes the readers
+//     range over. MoveGrants moves the recent rows of a few locks at a time
+//     into it, each lock's rows together, once grants_recent spans more
+//     than a bound (service/history.go): a page of the archive is then
+//     written once for many grants, not once per commit.
+//
+// Every read here reads all three (history.go for the pages of the API,
+// explain.go for the answers that say why), and the view grants puts them
+// together for sqlite3.
 //
 // Retention. Per lock, the history keeps the ended rows of the lock's last
 // keep tokens: each grant of token T deletes the lock's ended rows with
-// tokens up to T-keep, a range of an index that holds only ended rows
-// (grants_ended_by_lock), so that it reads only the rows it deletes, and
-// no live lease's row, however many shared holders the lock has. By age, ended
-// rows whose ended_at is older than a bound go in small batches, through
-// the index on ended_at (GrantsPruneEndedBefore). Neither reads rows it
-// does not delete.
+// tokens up to T-keep, in grants_recent through its index on (lock, token)
+// and in grants_archive through its primary key, which hold ended rows
+// only, so that neither reads more than the rows it deletes, and no live
+// lease's row, however many shared holders the lock has. By age, ended rows whose ended_at is older than a bound go in small
+// batches (GrantsPruneEndedBefore).
 
 import (
 	"database/sql"
 	"math"
+	"strconv"
+	"strings"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/bare"
 )
 
-var qGrantInsert = portable("GrantInsert", `INSERT INTO grants (lock, token, client, mode, granted_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (lock, token) DO NOTHING`)
+// recentColumns is what an ended grant's row holds, in grants_recent and
+// grants_archive alike.
+const recentColumns = `lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token`
 
-// GrantInsert records the grant of lease l, live. A token already recorded
-// for the lock keeps its row: tokens are never reissued (L5), so only a
-// fault injected for the tests (failpoint.ReissueToken) gets here, and its
-// checks, not a refused grant, must find it.
-func GrantInsert(tx *Tx, l LeaseRow) error {
-	if bare.Build {
-		return nil
-	}
-	err := tx.write(qGrantInsert, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt)
-	return err
-}
-
-var qGrantInsertEnded = portable("GrantInsertEnded", `INSERT INTO grants
-		(lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (lock, token) DO NOTHING`)
+var qGrantInsertEnded = portable("GrantInsertEnded", `INSERT INTO grants_recent (`+recentColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 
 // GrantInsertLapsed records a grant that lapsed in the operation that made
 // it: a waiter granted during a hand-over whose own lease had run out by
@@ -56,42 +57,40 @@ func GrantInsertLapsed(tx *Tx, l LeaseRow, endedAfter int64) error {
 	return err
 }
 
-var qGrantRenew = portable("GrantRenew", `UPDATE grants SET expires_at = ? WHERE lock = ? AND token = ?`)
+var qGrantEnd = portable("GrantEnd", `INSERT INTO grants_recent (`+recentColumns+`)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT last_token FROM locks WHERE name = ?1))`)
 
-// grantRenew keeps the row of lock's token current after a renew.
-func grantRenew(tx *Tx, lock string, token, expiresAt int64) error {
+// grantEnd records that lease l ended, how and when, and after which of
+// the lock's tokens (explain.go): the last issued, as an operation ends
+// leases before it grants any. Its lease's row, the grant's row while it
+// lived, is deleted in the same operation.
+func grantEnd(tx *Tx, l LeaseRow, how lk.Ending, at int64) error {
 	if bare.Build {
 		return nil
 	}
-	err := tx.write(qGrantRenew, expiresAt, lock, token)
+	err := tx.write(qGrantEnd, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt, at, how)
 	return err
 }
 
-var qGrantEnd = portable("GrantEnd", `UPDATE grants SET ended = ?1, ended_at = ?2,
-		ended_after_token = (SELECT last_token FROM locks WHERE name = ?3) WHERE lock = ?3 AND token = ?4`)
+// qGrantsLapse records, as lapsed at their expires_at, every lease with
+// expires_at <= now. Noticed late, a lapse still comes after the lock's
+// last token granted before its expires_at, and before the one the
+// noticing operation grants (at or after it): a lock's tokens follow its
+// grants' times, and the walk down from its last token, in each of the
+// three places, reads only the grants made since the lapse.
+var qGrantsLapse = portable("GrantsLapse", `INSERT INTO grants_recent (`+recentColumns+`)
+		SELECT l.lock, l.token, l.client, l.mode, l.granted_at, l.expires_at, l.expires_at, 'lapsed',
+			(SELECT max(t) FROM (
+				SELECT (SELECT g.token FROM leases g WHERE g.lock = l.lock AND g.granted_at < l.expires_at
+					ORDER BY g.token DESC LIMIT 1) AS t
+				UNION ALL SELECT (SELECT g.token FROM grants_recent g WHERE g.lock = l.lock AND g.granted_at < l.expires_at
+					ORDER BY g.token DESC LIMIT 1)
+				UNION ALL SELECT (SELECT g.token FROM grants_archive g WHERE g.lock = l.lock AND g.granted_at < l.expires_at
+					ORDER BY g.token DESC LIMIT 1)) tokens)
+		FROM leases l WHERE l.expires_at <= ? ORDER BY l.expires_at, l.lock, l.token`)
 
-// grantEnd records that lock's token ended, how and when, and after which
-// of the lock's tokens (explain.go): the last issued, as an operation ends
-// leases before it grants any.
-func grantEnd(tx *Tx, lock string, token int64, how lk.Ending, at int64) error {
-	if bare.Build {
-		return nil
-	}
-	err := tx.write(qGrantEnd, how, at, lock, token)
-	return err
-}
-
-var qGrantsLapse = portable("GrantsLapse", `UPDATE grants SET ended = 'lapsed', ended_at = expires_at,
-		ended_after_token = (SELECT g.token FROM grants g WHERE g.lock = grants.lock AND g.granted_at < grants.expires_at
-			ORDER BY g.token DESC LIMIT 1)
-		WHERE (lock, token) IN (SELECT lock, token FROM leases WHERE expires_at <= ?)`)
-
-// GrantsLapse ends, as lapsed at their expires_at, the rows of every lease
-// with expires_at <= now: run before LeasesDeleteExpiredBy deletes them.
-// Noticed late, a lapse still comes after the lock's last token granted
-// before its expires_at, and before the one the noticing operation grants
-// (at or after it): a lock's tokens follow its grants' times, and the walk
-// down from its last token reads only the grants made since the lapse.
+// GrantsLapse records the end of every lease with expires_at <= now, as
+// lapsed at its expires_at: run before LeasesDeleteExpiredBy deletes them.
 func GrantsLapse(tx *Tx, now int64) error {
 	if bare.Build {
 		return nil
@@ -100,12 +99,13 @@ func GrantsLapse(tx *Tx, now int64) error {
 	return err
 }
 
-// qGrantsPruneLock walks the index of ended rows (grants_ended_by_lock),
-// never the live rows of a lock's crowd of shared holders. SQLite, which
-// would take the primary key for the same range, is told so.
-var qGrantsPruneLock = perDialect("GrantsPruneLock", func(d dialect) string {
-	return `DELETE FROM grants ` + d.indexedBy("grants_ended_by_lock") + ` WHERE lock = ? AND token <= ? AND ended IS NOT NULL`
-})
+// qGrantsPruneLock and qGrantsPruneLockArchive delete a lock's ended rows
+// with tokens up to a bound: ranges of grants_recent_by_lock and of
+// grants_archive's primary key.
+var (
+	qGrantsPruneLock        = portable("GrantsPruneLock", `DELETE FROM grants_recent WHERE lock = ? AND token <= ?`)
+	qGrantsPruneLockArchive = portable("GrantsPruneLock.archive", `DELETE FROM grants_archive WHERE lock = ? AND token <= ?`)
+)
 
 // GrantsPruneLock deletes lock's ended rows once its counter reached
 // lastToken: those among the tokens before its last keep. It does nothing,
@@ -114,29 +114,115 @@ func GrantsPruneLock(tx *Tx, lock string, lastToken, keep int64) error {
 	if lastToken <= keep {
 		return nil
 	}
-	err := tx.write(qGrantsPruneLock, lock, lastToken-keep)
-	return err
+	if err := tx.write(qGrantsPruneLock, lock, lastToken-keep); err != nil {
+		return err
+	}
+	return tx.write(qGrantsPruneLockArchive, lock, lastToken-keep)
 }
 
-var qGrantsPruneEndedBefore = portable("GrantsPruneEndedBefore", `DELETE FROM grants WHERE (lock, token) IN
-		(SELECT lock, token FROM grants WHERE ended_at IS NOT NULL AND ended_at < ? ORDER BY ended_at LIMIT ?)`)
+var (
+	qGrantsPruneEndedBefore = portable("GrantsPruneEndedBefore", `DELETE FROM grants_archive WHERE (lock, token) IN
+		(SELECT lock, token FROM grants_archive WHERE ended_at IS NOT NULL AND ended_at < ? ORDER BY ended_at LIMIT ?)`)
+	// No index on ended_at: grants_recent is small, and this runs once a
+	// minute at most (service/history.go).
+	qGrantsPruneEndedBeforeRecent = portable("GrantsPruneEndedBefore.recent", `DELETE FROM grants_recent WHERE seq IN
+		(SELECT seq FROM grants_recent WHERE ended_at < ? ORDER BY seq LIMIT ?)`)
+)
 
 // GrantsPruneEndedBefore deletes up to limit rows of leases that ended
-// before `before`, oldest first, and reports how many it deleted.
+// before `before`, oldest first, from each of grants_archive and
+// grants_recent, and reports how many it deleted from the fuller.
 func GrantsPruneEndedBefore(tx *Tx, before int64, limit int) (int64, error) {
-	return tx.affected(qGrantsPruneEndedBefore, before, limit)
+	n, err := tx.affected(qGrantsPruneEndedBefore, before, limit)
+	if err != nil {
+		return n, err
+	}
+	m, err := tx.affected(qGrantsPruneEndedBeforeRecent, before, limit)
+	return max(n, m), err
+}
+
+var (
+	// Two subqueries: SQLite reads min or max alone from the end of the
+	// primary key, but both in one expression by a scan of the table.
+	qGrantsRecentSpan = portable("GrantsRecentSpan", `SELECT coalesce((SELECT max(seq) FROM grants_recent) - (SELECT min(seq) FROM grants_recent) + 1, 0)`)
+	// The locks of the oldest recent rows, and all their recent rows.
+	qGrantsMove = portable("GrantsMove", `INSERT INTO grants_archive (`+recentColumns+`)
+		SELECT `+recentColumns+` FROM grants_recent
+		WHERE lock IN (SELECT lock FROM grants_recent ORDER BY seq LIMIT ?) ORDER BY lock, token
+		ON CONFLICT (lock, token) DO NOTHING`)
+	qGrantsMoveDelete = portable("GrantsMove.delete", `DELETE FROM grants_recent
+		WHERE lock IN (SELECT lock FROM grants_recent ORDER BY seq LIMIT ?)`)
+)
+
+// GrantsRecentSpan is how many rows grants_recent spans, from its oldest
+// to its newest: at least how many it holds.
+func GrantsRecentSpan(tx *Tx) (int64, error) {
+	n, _, err := tx.rowInt(qGrantsRecentSpan)
+	return n, err
+}
+
+// MoveGrants moves into grants_archive every recent row of the locks of
+// the oldest `oldest` rows of grants_recent, and reports how many rows it
+// moved. A token already in the archive keeps its row there (only a fault
+// injected for the tests reissues one).
+func MoveGrants(tx *Tx, oldest int) (int64, error) {
+	if err := tx.write(qGrantsMove, oldest); err != nil {
+		return 0, err
+	}
+	return tx.affected(qGrantsMoveDelete, oldest)
+}
+
+// historyUnion reads the three places a grant's row can be in: each arm
+// selects sel from one of them with where, in order, at most limit rows (no
+// limit for ""), and the union is ordered and limited again. A live grant
+// (leases) has no ended_at, ended or ended_after_token, which where may
+// test as it would a live row of the old table. archiveIndex, when not
+// "", is the index of grants_archive that SQLite must range over.
+func historyUnion(d dialect, sel, where, order, limit, archiveIndex string) string {
+	live := `(SELECT lock, token, client, mode, granted_at, expires_at, CAST(NULL AS BIGINT) AS ended_at,
+		CAST(NULL AS TEXT) AS ended, CAST(NULL AS BIGINT) AS ended_after_token FROM leases) g`
+	return unionOf(d, []string{live, `grants_recent g`}, sel, where, order, limit, archiveIndex)
+}
+
+// endedUnion is historyUnion for the ended grants only: grants_recent and
+// grants_archive.
+func endedUnion(d dialect, sel, where, order, limit, archiveIndex string) string {
+	return unionOf(d, []string{`grants_recent g`}, sel, where, order, limit, archiveIndex)
+}
+
+func unionOf(d dialect, froms []string, sel, where, order, limit, archiveIndex string) string {
+	archive := `grants_archive g`
+	if archiveIndex != "" {
+		archive += ` ` + d.indexedBy(archiveIndex)
+	}
+	tail := ``
+	if order != "" {
+		tail += ` ORDER BY ` + order
+	}
+	if limit != "" {
+		tail += ` LIMIT ` + limit
+	}
+	var arms []string
+	for i, from := range append(froms, archive) {
+		arms = append(arms, `SELECT * FROM (SELECT `+sel+` FROM `+from+` WHERE `+where+tail+`) arm`+strconv.Itoa(i))
+	}
+	return strings.Join(arms, ` UNION ALL `) + tail
 }
 
 // grantColumns is the select list every history read scans (scanGrants).
 const grantColumns = `lock, token, client, mode, granted_at, expires_at, ended_at, ended`
 
 var (
-	qGrantsOfLock   = portable("GrantsOfLock", `SELECT `+grantColumns+` FROM grants WHERE lock = ? AND token < ? ORDER BY token DESC LIMIT ?`)
-	qGrantsOfClient = portable("GrantsOfClient", `SELECT `+grantColumns+` FROM grants
-		WHERE client = ?1 ORDER BY granted_at DESC, lock DESC, token DESC LIMIT ?2`)
-	qGrantsOfClientAfter = portable("GrantsOfClient.after", `SELECT `+grantColumns+` FROM grants
-		WHERE client = ?1 AND (granted_at, lock, token) < (?2, ?3, ?4)
-		ORDER BY granted_at DESC, lock DESC, token DESC LIMIT ?5`)
+	qGrantsOfLock = perDialect("GrantsOfLock", func(d dialect) string {
+		return historyUnion(d, grantColumns, `lock = ?1 AND token < ?2`, `token DESC`, `?3`, "")
+	})
+	qGrantsOfClient = perDialect("GrantsOfClient", func(d dialect) string {
+		return historyUnion(d, grantColumns, `client = ?1`, `granted_at DESC, lock DESC, token DESC`, `?2`, "")
+	})
+	qGrantsOfClientAfter = perDialect("GrantsOfClient.after", func(d dialect) string {
+		return historyUnion(d, grantColumns, `client = ?1 AND (granted_at, lock, token) < (?2, ?3, ?4)`,
+			`granted_at DESC, lock DESC, token DESC`, `?5`, "")
+	})
 )
 
 // GrantsOfLock returns up to limit of lock's grants with tokens below

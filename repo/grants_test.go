@@ -96,3 +96,81 @@ func grantLinesOf(gs []lk.GrantRecord) string {
 	}
 	return b.String()
 }
+
+// TestGrantsRecentMigration: migration 00010 keeps the history a reader
+// sees. The live grants' rows of the old table give way to their leases,
+// which stand for them; the ended ones stay in grants_archive, and the
+// view grants shows each token once. Down, the live rows come back.
+func TestGrantsRecentMigration(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, driver string
+		dialect      goose.Dialect
+		path         func() string
+	}{
+		{"sqlite", "sqlite", goose.DialectSQLite3, func() string { return filepath.Join(t.TempDir(), "old.db") }},
+		{"postgres", "pgx", goose.DialectPostgres, func() string { return pgtest.DSN(t) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := c.path()
+			fsys := migrations.SQLite()
+			if c.driver == "pgx" {
+				fsys = migrations.Postgres()
+			}
+			old, err := sql.Open(c.driver, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer old.Close()
+			p, err := goose.NewProvider(c.dialect, old, fsys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.UpTo(ctx, 9); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range []string{
+				`INSERT INTO locks (name, last_token) VALUES ('L', 3)`,
+				`INSERT INTO leases (lock, client, mode, token, granted_at, expires_at) VALUES ('L', 'c', 'exclusive', 3, 30, 60)`,
+				`INSERT INTO grants (lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token) VALUES
+					('L', 1, 'a', 'exclusive', 10, 40, 20, 'released', 1), ('L', 2, 'b', 'exclusive', 20, 50, 30, 'revoked', 2),
+					('L', 3, 'c', 'exclusive', 30, 60, NULL, NULL, NULL)`,
+			} {
+				if _, err := old.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			want := "L/3 c exclusive 30-60 live\nL/2 b exclusive 20-50 revoked@30\nL/1 a exclusive 10-40 released@20\n"
+
+			d, err := Open(ctx, path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := d.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs, more, err := GrantsOfLock(tx, "L", 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := grantLinesOf(gs); got != want || more {
+				t.Errorf("history after 00010:\n%s(more %v) want:\n%s", got, more, want)
+			}
+			tx.Rollback()
+			d.Close()
+			var n int
+			if err := old.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE lock = 'L'`).Scan(&n); err != nil || n != 3 {
+				t.Errorf("the view grants shows %d rows of L (%v), want 3", n, err)
+			}
+
+			if _, err := p.DownTo(ctx, 9); err != nil {
+				t.Fatal(err)
+			}
+			var live int
+			if err := old.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE lock = 'L' AND ended IS NULL AND token = 3`).Scan(&live); err != nil || live != 1 {
+				t.Errorf("after 00010 down, the live grant has %d rows (%v), want 1", live, err)
+			}
+		})
+	}
+}

@@ -39,8 +39,8 @@ var (
 	qLeaseRenewOne  = perDialect("LeaseRenew.one", dialect.leaseRenew)
 )
 
-// LeaseRenew moves the expiry of client's lease on lock (L2), and of its
-// grant's row, and returns its token and start; found is false when client
+// LeaseRenew moves the expiry of client's lease on lock (L2), which is
+// also its grant's row in the history (grants.go), and returns its token and start; found is false when client
 // holds no lease on lock.
 func LeaseRenew(tx *Tx, lock, client string, expiresAt int64) (token, grantedAt int64, found bool, err error) {
 	if tx.has(qLeaseRenewOne) {
@@ -54,7 +54,7 @@ func LeaseRenew(tx *Tx, lock, client string, expiresAt int64) (token, grantedAt 
 	if found, err = tx.row(qLeaseRenewRead, []any{lock, client}, &token, &grantedAt); err != nil || !found {
 		return token, grantedAt, found, err
 	}
-	return token, grantedAt, true, grantRenew(tx, lock, token, expiresAt)
+	return token, grantedAt, true, nil
 }
 
 var qLeaseEndOne = perDialect("LeaseEnd.one", dialect.leaseEnd)
@@ -74,7 +74,7 @@ func LeaseEnd(tx *Tx, lock, client string, how lk.Ending, at int64) (l LeaseRow,
 	if l, found, err = LeaseTake(tx, lock, client); err != nil || !found {
 		return l, -1, found, err
 	}
-	return l, -1, true, grantEnd(tx, lock, l.Token, how, at)
+	return l, -1, true, grantEnd(tx, l, how, at)
 }
 
 var qLeaseGet = portable("LeaseGet",

@@ -6,8 +6,8 @@ package repo
 // plain UPDATEs cost a quarter of UPDATE ... RETURNING here.
 
 // LockGrant records a grant on the spot: the lock's counter moves on to
-// l.Token (created at 1 for a new lock, L5), l becomes a lease, its grant
-// gets its row in the history, and the history drops the lock's ended rows
+// l.Token (created at 1 for a new lock, L5), l becomes a lease (which is
+// its grant's row in the history while it lives), and the history drops the lock's ended rows
 // that the new token pushes out of the keep last tokens (grants.go). Where
 // the dialect can (PostgreSQL), the writes go as one statement, round trips
 // less.
@@ -30,9 +30,6 @@ func LockGrant(tx *Tx, l LeaseRow, newLock bool, keep int64) error {
 		return err
 	}
 	if err := LeaseInsert(tx, l); err != nil {
-		return err
-	}
-	if err := GrantInsert(tx, l); err != nil {
 		return err
 	}
 	return GrantsPruneLock(tx, l.Lock, l.Token, keep)

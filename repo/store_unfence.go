@@ -19,10 +19,12 @@ func StoreFenceLower(tx *Tx, lock string, token int64) (lowered bool, err error)
 	return n == 1, err
 }
 
-var qGrantClientByToken = portable("GrantClientByToken", `SELECT client FROM grants WHERE lock = ? AND token = ?`)
+var qGrantClientByToken = perDialect("GrantClientByToken", func(d dialect) string {
+	return historyUnion(d, `client`, `lock = ?1 AND token = ?2`, ``, `1`, "")
+})
 
 // GrantClientByToken returns the client id that lock's token was granted
-// to, from its row of grants; found is false when the row is gone (pruned:
+// to, from its grant's row in the history (grants.go); found is false when the row is gone (pruned:
 // the lease ended long ago) or never was (a token issued before the table).
 func GrantClientByToken(tx *Tx, lock string, token int64) (client string, found bool, err error) {
 	found, err = tx.row(qGrantClientByToken, []any{lock, token}, &client)

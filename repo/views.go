@@ -66,9 +66,14 @@ func requestState(tx *Tx, client, lock string, withNext bool, keep int64, limit 
 	var next *[]lk.Predecessor
 	if withNext {
 		next = &[]lk.Predecessor{}
-		reads = append(reads, read{q: qNextPredecessors, args: []any{lock, keep, limit}, fn: collectPredecessors(next)})
+		args := []any{lock, keep, limit}
+		reads = append(reads, read{q: qNextPredecessorsRecent, args: args, fn: collectPredecessors(next)},
+			read{q: qNextPredecessorsArchive, args: args, fn: collectPredecessors(next)})
 	}
 	err := tx.reads(reads...)
+	if next != nil {
+		*next = inEndOrder(*next, limit)
+	}
 	st.HoldsLock = holdsLock.Bool
 	st.Registered, st.WaitingFor = age.Valid, waiting.String
 	st.LockExists, st.LastToken = lastToken.Valid, lastToken.Int64

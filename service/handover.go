@@ -162,9 +162,6 @@ func (h *handOver) apply() error {
 		if err := repo.LeaseInsert(h.tx, l); err != nil {
 			return err
 		}
-		if err := repo.GrantInsert(h.tx, l); err != nil {
-			return err
-		}
 		h.op.State.NoteExpiry(l.ExpiresAt)
 	}
 	for _, l := range h.lapsedHere {
