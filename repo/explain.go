@@ -8,36 +8,34 @@ package repo
 
 import (
 	"cmp"
+	"database/sql"
 	"encoding/json"
 	"slices"
 
 	lk "github.com/leasekeeper/leasekeeper"
 )
 
-// Each read below reads the places of the history it needs one by one
-// (repo/grants.go), each through an index in the order it returns, and
-// the results are put together here: where the database pipelines, the
-// reads of one answer go as one batch. A union of them in one statement
-// sorted each arm again (SQLite cannot tell that a subquery keeps its
-// index's order), at about four times the cost.
+// Each read below reads the places of the history it needs (repo/grants.go)
+// in one statement, each place through an index in the order it returns,
+// and the rows are put in order here: a union ordered in the statement
+// sorted each place's rows again (SQLite cannot tell that a subquery
+// keeps its index's order), at about four times the cost.
 var (
 	// The last grant before token that is not a reader of token's
 	// hand-over: one granted before at, an exclusive one, or one that had
 	// ended before token was granted. In each place, a walk down the
 	// lock's tokens from token, as long as the run of readers granted
-	// together.
-	qGrantBeforeRunLive = perDialect("GrantBeforeRun.live", func(d dialect) string {
-		return `SELECT token FROM leases ` + d.indexedBy("leases_by_token") + `
-		WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared') ORDER BY token DESC LIMIT 1`
+	// together; the greatest of the three.
+	qGrantBeforeRun = perDialect("GrantBeforeRun", func(d dialect) string {
+		return `SELECT max(token) FROM (SELECT * FROM (SELECT token FROM leases ` + d.indexedBy("leases_by_token") + `
+			WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared') ORDER BY token DESC LIMIT 1) l
+		UNION ALL SELECT * FROM (SELECT token FROM grants_recent ` + d.indexedBy("grants_recent_by_lock") + `
+			WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
+			ORDER BY token DESC LIMIT 1) r
+		UNION ALL SELECT * FROM (SELECT token FROM grants_archive
+			WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
+			ORDER BY token DESC LIMIT 1) a) u`
 	})
-	qGrantBeforeRunRecent = perDialect("GrantBeforeRun.recent", func(d dialect) string {
-		return `SELECT token FROM grants_recent ` + d.indexedBy("grants_recent_by_lock") + `
-		WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
-		ORDER BY token DESC LIMIT 1`
-	})
-	qGrantBeforeRunArchive = portable("GrantBeforeRun.archive", `SELECT token FROM grants_archive
-		WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
-		ORDER BY token DESC LIMIT 1`)
 	// A holder still live when token was granted: a lease live now with an
 	// older token, or one that ended after token was granted.
 	qGrantJoinedLive = perDialect("GrantJoinedLive", func(d dialect) string {
@@ -47,27 +45,24 @@ var (
 			THEN 1 ELSE 0 END`
 	})
 	// The leases of the lock that ended while ?2 was its last token, in
-	// the order they ended: from each of grants_recent and grants_archive.
-	qGrantsEndedAfterRecent = perDialect("GrantsEndedAfter.recent", func(d dialect) string {
-		return `SELECT token, client, mode, ended_at, ended FROM ` + endedAfterRecent(d) + `
-		WHERE lock = ?1 AND ended_after_token = ?2 AND token <= ?2 ORDER BY ended_at, token LIMIT ?3`
-	})
-	qGrantsEndedAfterArchive = perDialect("GrantsEndedAfter.archive", func(d dialect) string {
-		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
-		WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token = ?2 AND token <= ?2
-		ORDER BY ended_at, token LIMIT ?3`
+	// the order they ended, from each of grants_recent and grants_archive
+	// (GrantPredecessors puts them in order).
+	qGrantsEndedAfter = perDialect("GrantsEndedAfter", func(d dialect) string {
+		return `SELECT * FROM (SELECT token, client, mode, ended_at, ended FROM ` + endedAfterRecent(d) + `
+			WHERE lock = ?1 AND ended_after_token = ?2 AND token <= ?2 ORDER BY ended_at, token LIMIT ?3) r
+		UNION ALL SELECT * FROM (SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
+			WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token = ?2 AND token <= ?2
+			ORDER BY ended_at, token LIMIT ?3) a`
 	})
 	// GrantsEndedAfter for the lock's last token, read in the statement,
 	// and without the rows that the grant of the next token prunes (?2
 	// tokens kept): the predecessors an exclusive grant of the next token
 	// would have (RequestStateWithNext).
-	qNextPredecessorsRecent = perDialect("NextPredecessors.recent", func(d dialect) string {
-		return `SELECT token, client, mode, ended_at, ended FROM ` + endedAfterRecent(d) + ` WHERE ` + nextPredecessors + `
-		ORDER BY ended_at, token LIMIT ?3`
-	})
-	qNextPredecessorsArchive = perDialect("NextPredecessors.archive", func(d dialect) string {
-		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
-		WHERE ended IS NOT NULL AND ` + nextPredecessors + ` ORDER BY ended_at, token LIMIT ?3`
+	qNextPredecessors = perDialect("NextPredecessors", func(d dialect) string {
+		return `SELECT * FROM (SELECT token, client, mode, ended_at, ended FROM ` + endedAfterRecent(d) + ` WHERE ` + nextPredecessors + `
+			ORDER BY ended_at, token LIMIT ?3) r
+		UNION ALL SELECT * FROM (SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
+			WHERE ended IS NOT NULL AND ` + nextPredecessors + ` ORDER BY ended_at, token LIMIT ?3) a`
 	})
 )
 
@@ -103,32 +98,21 @@ func endedAfterRecent(d dialect) string {
 func GrantPredecessors(tx *Tx, lock string, token, at int64, mode lk.Mode, limit int) ([]lk.Predecessor, error) {
 	first := token
 	if mode == lk.Shared {
-		var before [3]int64
-		var found [3]bool
-		args := []any{lock, token, at}
-		if err := tx.reads(readRow(qGrantBeforeRunLive, args, &found[0], &before[0]),
-			readRow(qGrantBeforeRunRecent, args, &found[1], &before[1]),
-			readRow(qGrantBeforeRunArchive, args, &found[2], &before[2])); err != nil {
+		var before sql.NullInt64
+		if _, err := tx.row(qGrantBeforeRun, []any{lock, token, at}, &before); err != nil {
 			return nil, err
 		}
-		first = 0
-		for i := range before {
-			if found[i] {
-				first = max(first, before[i]+1)
-			}
-		}
-		if first == 0 {
+		if !before.Valid {
 			return nil, nil // the lock's first grants, or history dropped the rest
 		}
+		first = before.Int64 + 1
 		var live int64
 		if _, err := tx.row(qGrantJoinedLive, []any{lock, first}, &live); err != nil || live == 1 {
 			return nil, err
 		}
 	}
 	var out []lk.Predecessor
-	args := []any{lock, first - 1, limit}
-	err := tx.reads(read{q: qGrantsEndedAfterRecent, args: args, fn: collectPredecessors(&out)},
-		read{q: qGrantsEndedAfterArchive, args: args, fn: collectPredecessors(&out)})
+	err := tx.each(qGrantsEndedAfter, []any{lock, first - 1, limit}, collectPredecessors(&out))
 	return inEndOrder(out, limit), err
 }
 

@@ -66,9 +66,7 @@ func requestState(tx *Tx, client, lock string, withNext bool, keep int64, limit 
 	var next *[]lk.Predecessor
 	if withNext {
 		next = &[]lk.Predecessor{}
-		args := []any{lock, keep, limit}
-		reads = append(reads, read{q: qNextPredecessorsRecent, args: args, fn: collectPredecessors(next)},
-			read{q: qNextPredecessorsArchive, args: args, fn: collectPredecessors(next)})
+		reads = append(reads, read{q: qNextPredecessors, args: []any{lock, keep, limit}, fn: collectPredecessors(next)})
 	}
 	err := tx.reads(reads...)
 	if next != nil {
