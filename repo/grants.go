@@ -162,14 +162,15 @@ func GrantsRecentSpan(tx *Tx) (int64, error) {
 }
 
 // MoveGrants moves into grants_archive every recent row of the locks of
-// the oldest `oldest` rows of grants_recent, and reports how many rows it
-// moved. A token already in the archive keeps its row there (only a fault
-// injected for the tests reissues one).
-func MoveGrants(tx *Tx, oldest int) (int64, error) {
+// the oldest `oldest` rows of grants_recent. A token already in the
+// archive keeps its row there (only a fault injected for the tests
+// reissues one). Where the database pipelines, both statements go with the
+// transaction's next read: no round trip of their own.
+func MoveGrants(tx *Tx, oldest int) error {
 	if err := tx.write(qGrantsMove, oldest); err != nil {
-		return 0, err
+		return err
 	}
-	return tx.affected(qGrantsMoveDelete, oldest)
+	return tx.write(qGrantsMoveDelete, oldest)
 }
 
 // historyUnion reads the three places a grant's row can be in: each arm

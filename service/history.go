@@ -98,8 +98,7 @@ func moveHistory(op *Op) error {
 	if span <= recent {
 		return nil
 	}
-	_, err = repo.MoveGrants(op.Tx, 1)
-	return err
+	return repo.MoveGrants(op.Tx, 1)
 }
 
 // pruneHistory deletes a batch of rows that ended more than Days before ts,
