@@ -33,7 +33,7 @@ type HistoryRetention struct {
 const (
 	DefaultHistoryKeep   = 1000
 	DefaultHistoryDays   = 30
-	DefaultHistoryRecent = 4096
+	DefaultHistoryRecent = 16384
 )
 
 func (r HistoryRetention) keep() int64 {
