@@ -147,8 +147,9 @@ func collectPredecessors(out *[]lk.Predecessor) func(scan func(...any) error) er
 
 // The last leases of a lock to end, by the token they ended after, then
 // ended_at: their order of end, but for a lapse noticed late. A lock's
-// recent rows all ended after its archived ones, which move all together
-// (MoveGrants).
+// recent rows ended after its archived ones, but for a long-held lease
+// that ended late and moved with the lower tokens (MoveGrants): an
+// estimate can take that.
 var (
 	qGrantHoldTimesRecent = perDialect("GrantHoldTimes.recent", func(d dialect) string {
 		return `SELECT mode, ended_at - granted_at FROM ` + endedAfterRecent(d) + `

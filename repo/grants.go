@@ -145,14 +145,16 @@ var (
 	// Two subqueries: SQLite reads min or max alone from the end of the
 	// primary key, but both in one expression by a scan of the table.
 	qGrantsRecentSpan = portable("GrantsRecentSpan", `SELECT coalesce((SELECT max(seq) FROM grants_recent) - (SELECT min(seq) FROM grants_recent) + 1, 0)`)
-	// The locks of the oldest recent rows, and all their recent rows.
+	// The oldest `limit` recent rows, by token, of the lock of the oldest
+	// recent row: a range of grants_recent_by_lock.
 	qGrantsMove = portable("GrantsMove", `INSERT INTO grants_archive (`+recentColumns+`)
-		SELECT `+recentColumns+` FROM grants_recent
-		WHERE lock IN (SELECT lock FROM grants_recent ORDER BY seq LIMIT ?) ORDER BY lock, token
+		SELECT `+recentColumns+` FROM grants_recent WHERE seq IN (`+movedRows+`) ORDER BY lock, token
 		ON CONFLICT (lock, token) DO NOTHING`)
-	qGrantsMoveDelete = portable("GrantsMove.delete", `DELETE FROM grants_recent
-		WHERE lock IN (SELECT lock FROM grants_recent ORDER BY seq LIMIT ?)`)
+	qGrantsMoveDelete = portable("GrantsMove.delete", `DELETE FROM grants_recent WHERE seq IN (`+movedRows+`)`)
 )
+
+const movedRows = `SELECT seq FROM grants_recent WHERE lock = (SELECT lock FROM grants_recent ORDER BY seq LIMIT 1)
+		ORDER BY token LIMIT ?`
 
 // GrantsRecentSpan is how many rows grants_recent spans, from its oldest
 // to its newest: at least how many it holds.
@@ -161,16 +163,16 @@ func GrantsRecentSpan(tx *Tx) (int64, error) {
 	return n, err
 }
 
-// MoveGrants moves into grants_archive every recent row of the locks of
-// the oldest `oldest` rows of grants_recent. A token already in the
-// archive keeps its row there (only a fault injected for the tests
-// reissues one). Where the database pipelines, both statements go with the
-// transaction's next read: no round trip of their own.
-func MoveGrants(tx *Tx, oldest int) error {
-	if err := tx.write(qGrantsMove, oldest); err != nil {
+// MoveGrants moves into grants_archive up to limit recent rows of the
+// lock of grants_recent's oldest row, its lowest tokens first. A token
+// already in the archive keeps its row there (only a fault injected for
+// the tests reissues one). Where the database pipelines, both statements
+// go with the transaction's next read: no round trip of their own.
+func MoveGrants(tx *Tx, limit int) error {
+	if err := tx.write(qGrantsMove, limit); err != nil {
 		return err
 	}
-	return tx.write(qGrantsMoveDelete, oldest)
+	return tx.write(qGrantsMoveDelete, limit)
 }
 
 // historyUnion reads the three places a grant's row can be in: each arm

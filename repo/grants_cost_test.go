@@ -134,8 +134,8 @@ func TestGrantsCheckMigration(t *testing.T) {
 // BenchmarkGrantWrites: what writing the history costs per operation on
 // SQLite, each write in its own transaction as `leasekeeper run` makes
 // them, with 20,000 rows over 3,000 locks already ended: an end's row
-// (a grant writes none, its lease is its row), and a move of the oldest
-// rows' locks into grants_archive (per row moved). Compare with the
+// (a grant writes none, its lease is its row), and a move of up to 64 rows
+// of the oldest row's lock into grants_archive (per row moved). Compare with the
 // lease's own writes (BenchmarkStatement) and see docs/performance.md,
 // "Grant history in sequence".
 func BenchmarkGrantWrites(b *testing.B) {
@@ -178,7 +178,7 @@ func BenchmarkGrantWrites(b *testing.B) {
 	b.Run("move", func(b *testing.B) {
 		before, _ := grantsRecentCount(ctx, d)
 		for b.Loop() {
-			in(func(tx *Tx) error { return MoveGrants(tx, 8) })
+			in(func(tx *Tx) error { return MoveGrants(tx, 64) })
 		}
 		after, _ := grantsRecentCount(ctx, d)
 		if moved := before - after; moved > 0 {

@@ -15,9 +15,9 @@
 --                   only, it needs none apart for them, and the last to
 --                   end are read in the order of grants_ended_by_lock_order
 --                   as in grants_recent), into which an
---                   operation moves the recent rows of a few locks at a
---                   time, each lock's rows together, once grants_recent
---                   spans more than a bound (service/history.go).
+--                   operation moves recent rows of one lock at a time,
+--                   many of them together, once grants_recent spans more
+--                   than a bound (service/history.go).
 --
 -- The view grants puts them together again, with the columns the table had,
 -- for whoever reads the file with sqlite3: every grant is there from the
