@@ -33,6 +33,13 @@ var caughtBy = map[string][]string{
 	failpoint.WrongNotApplied: {validate.CheckLinearization, validate.CheckTokenUnique, validate.CheckLostWrite, validate.CheckExclusive},
 }
 
+// racy names the failpoints whose fault shows only when a race goes one
+// way: two servers' transactions that interleave on one lock. A run that
+// happens to keep them apart shows nothing (one run of 616 operations in
+// CI did, after 11 of 11 caught here), so such a failpoint gets up to
+// three runs, each with its own seed, and must be caught in one.
+var racy = map[string]bool{failpoint.SkipServiceLock: true}
+
 // TestFailpointsCaught runs each scenario once per failpoint it names,
 // planted in the server, and requires the checks to report a violation for
 // each, and every failpoint to be named by some scenario. (Each scenario's
@@ -48,7 +55,15 @@ func TestFailpointsCaught(t *testing.T) {
 				if !ok {
 					t.Fatalf("failpoint %s has no entry in caughtBy", fp)
 				}
+				runs := 1
+				if racy[fp] {
+					runs = 3
+				}
 				r := sc.run(t, []string{fp})
+				for i := 1; i < runs && r.OK(); i++ {
+					t.Logf("failpoint %s not caught in run %d of %d (a race); again", fp, i, runs)
+					r = sc.run(t, []string{fp})
+				}
 				if r.OK() {
 					t.Fatalf("failpoint %s was planted, but no check reported a violation", fp)
 				}
