@@ -177,6 +177,10 @@ def test_interrupted_wait_is_withdrawn(lk: Client) -> None:
     lk.acquire("exports/daily", client="etl-a", ttl=60)
     main = threading.main_thread().ident
     assert main is not None and threading.get_ident() == main
+    # Python keeps SIGINT ignored when its launcher ignored it (a
+    # background job of a shell without job control): give it Python's
+    # own handler for the test, as in a terminal.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT))
     timer.start()
     try:
@@ -187,6 +191,7 @@ def test_interrupted_wait_is_withdrawn(lk: Client) -> None:
         # interrupt pytest itself.
         timer.cancel()
         timer.join()
+        signal.signal(signal.SIGINT, previous)
     assert lk.status("etl-b")["waiting"] is None
     assert lk.inspect("exports/daily")["queue"] == []
 
