@@ -66,9 +66,12 @@ var (
 	})
 )
 
-const nextPredecessors = `lock = ?1 AND ended_after_token = (SELECT last_token FROM locks WHERE name = ?1)
-		AND token <= (SELECT last_token FROM locks WHERE name = ?1)
-		AND token > (SELECT last_token FROM locks WHERE name = ?1) + 1 - CAST(?2 AS BIGINT)`
+// nextPredecessors selects, from either place, NextPredecessors' rows.
+const (
+	lastTokenRead    = `(SELECT last_token FROM locks WHERE name = ?1)`
+	nextPredecessors = `lock = ?1 AND ended_after_token = ` + lastTokenRead + ` AND token <= ` + lastTokenRead + `
+		AND token > ` + lastTokenRead + ` + 1 - CAST(?2 AS BIGINT)`
+)
 
 // endedByLockOrder names grants_archive for a range of
 // grants_ended_by_lock_order: SQLite, which might take the primary key's
@@ -296,10 +299,8 @@ func AbortsPruneBefore(tx *Tx, before int64, limit int) (int64, error) {
 	return tx.affected(qAbortsPruneBefore, before, limit)
 }
 
-var qGrantLostInAbort = perDialect("GrantLostInAbort", func(d dialect) string {
-	return `SELECT count(*) FROM (` + endedUnion(d, `token`,
-		`client = ?1 AND lock = ?2 AND granted_at <= ?3 AND ended = 'aborted' AND ended_at = ?3`, ``, ``, "") + `) u`
-})
+var qGrantLostInAbort = portable("GrantLostInAbort", `SELECT count(*) FROM (`+endedUnion(`token`,
+	`client = ?1 AND lock = ?2 AND granted_at <= ?3 AND ended = 'aborted' AND ended_at = ?3`, ``, ``)+`) u`)
 
 // GrantLostInAbort reports whether client's lease on lock ended in its
 // abort at instant at: a range of client's grants (grants_by_client), and
@@ -309,9 +310,7 @@ func GrantLostInAbort(tx *Tx, client, lock string, at int64) (bool, error) {
 	return n > 0, err
 }
 
-var qGrantGet = perDialect("GrantGet", func(d dialect) string {
-	return historyUnion(d, `client, mode, granted_at, expires_at`, `lock = ?1 AND token = ?2`, ``, `1`, "")
-})
+var qGrantGet = portable("GrantGet", historyUnion(`client, mode, granted_at, expires_at`, `lock = ?1 AND token = ?2`, ``, `1`))
 
 // GrantGet returns the grant of lock's token, as a lease (its expiry the
 // last known); found is false when history does not keep it.

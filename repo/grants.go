@@ -7,13 +7,13 @@ package repo
 //   - leases: a live grant's history row is its lease's row. A grant writes
 //     no other row, and a renew none at all.
 //   - grants_recent: the grants that ended recently, appended in sequence.
-//     An end writes the table's last page and one entry of a small index on
-//     (lock, token), however many locks its commit touches.
+//     An end writes the table's last page and an entry in each of two small
+//     indexes, however many locks its commit touches.
 //   - grants_archive: the older ended grants, with the indexes the readers
-//     range over. MoveGrants moves the recent rows of a few locks at a time
-//     into it, each lock's rows together, once grants_recent spans more
-//     than a bound (service/history.go): a page of the archive is then
-//     written once for many grants, not once per commit.
+//     range over. MoveGrants moves recent rows into it, many of one lock's
+//     at a time, once grants_recent spans more than a bound
+//     (service/history.go): a page of the archive is then written once for
+//     many grants, not once per commit.
 //
 // Every read here reads all three (history.go for the pages of the API,
 // explain.go for the answers that say why), and the view grants puts them
@@ -24,8 +24,9 @@ package repo
 // tokens up to T-keep, in grants_recent through its index on (lock, token)
 // and in grants_archive through its primary key, which hold ended rows
 // only, so that neither reads more than the rows it deletes, and no live
-// lease's row, however many shared holders the lock has. By age, ended rows whose ended_at is older than a bound go in small
-// batches (GrantsPruneEndedBefore).
+// lease's row, however many shared holders the lock has. By age, ended
+// rows whose ended_at is older than a bound go in small batches
+// (GrantsPruneEndedBefore).
 
 import (
 	"database/sql"
@@ -179,25 +180,20 @@ func MoveGrants(tx *Tx, limit int) error {
 // selects sel from one of them with where, in order, at most limit rows (no
 // limit for ""), and the union is ordered and limited again. A live grant
 // (leases) has no ended_at, ended or ended_after_token, which where may
-// test as it would a live row of the old table. archiveIndex, when not
-// "", is the index of grants_archive that SQLite must range over.
-func historyUnion(d dialect, sel, where, order, limit, archiveIndex string) string {
+// test as it would a live row of the old table.
+func historyUnion(sel, where, order, limit string) string {
 	live := `(SELECT lock, token, client, mode, granted_at, expires_at, CAST(NULL AS BIGINT) AS ended_at,
 		CAST(NULL AS TEXT) AS ended, CAST(NULL AS BIGINT) AS ended_after_token FROM leases) g`
-	return unionOf(d, []string{live, `grants_recent g`}, sel, where, order, limit, archiveIndex)
+	return unionOf([]string{live, `grants_recent g`, `grants_archive g`}, sel, where, order, limit)
 }
 
 // endedUnion is historyUnion for the ended grants only: grants_recent and
 // grants_archive.
-func endedUnion(d dialect, sel, where, order, limit, archiveIndex string) string {
-	return unionOf(d, []string{`grants_recent g`}, sel, where, order, limit, archiveIndex)
+func endedUnion(sel, where, order, limit string) string {
+	return unionOf([]string{`grants_recent g`, `grants_archive g`}, sel, where, order, limit)
 }
 
-func unionOf(d dialect, froms []string, sel, where, order, limit, archiveIndex string) string {
-	archive := `grants_archive g`
-	if archiveIndex != "" {
-		archive += ` ` + d.indexedBy(archiveIndex)
-	}
+func unionOf(froms []string, sel, where, order, limit string) string {
 	tail := ``
 	if order != "" {
 		tail += ` ORDER BY ` + order
@@ -206,7 +202,7 @@ func unionOf(d dialect, froms []string, sel, where, order, limit, archiveIndex s
 		tail += ` LIMIT ` + limit
 	}
 	var arms []string
-	for i, from := range append(froms, archive) {
+	for i, from := range froms {
 		arms = append(arms, `SELECT * FROM (SELECT `+sel+` FROM `+from+` WHERE `+where+tail+`) arm`+strconv.Itoa(i))
 	}
 	return strings.Join(arms, ` UNION ALL `) + tail
@@ -216,16 +212,11 @@ func unionOf(d dialect, froms []string, sel, where, order, limit, archiveIndex s
 const grantColumns = `lock, token, client, mode, granted_at, expires_at, ended_at, ended`
 
 var (
-	qGrantsOfLock = perDialect("GrantsOfLock", func(d dialect) string {
-		return historyUnion(d, grantColumns, `lock = ?1 AND token < ?2`, `token DESC`, `?3`, "")
-	})
-	qGrantsOfClient = perDialect("GrantsOfClient", func(d dialect) string {
-		return historyUnion(d, grantColumns, `client = ?1`, `granted_at DESC, lock DESC, token DESC`, `?2`, "")
-	})
-	qGrantsOfClientAfter = perDialect("GrantsOfClient.after", func(d dialect) string {
-		return historyUnion(d, grantColumns, `client = ?1 AND (granted_at, lock, token) < (?2, ?3, ?4)`,
-			`granted_at DESC, lock DESC, token DESC`, `?5`, "")
-	})
+	qGrantsOfLock   = portable("GrantsOfLock", historyUnion(grantColumns, `lock = ?1 AND token < ?2`, `token DESC`, `?3`))
+	qGrantsOfClient = portable("GrantsOfClient", historyUnion(grantColumns, `client = ?1`,
+		`granted_at DESC, lock DESC, token DESC`, `?2`))
+	qGrantsOfClientAfter = portable("GrantsOfClient.after", historyUnion(grantColumns,
+		`client = ?1 AND (granted_at, lock, token) < (?2, ?3, ?4)`, `granted_at DESC, lock DESC, token DESC`, `?5`))
 )
 
 // GrantsOfLock returns up to limit of lock's grants with tokens below

@@ -19,9 +19,7 @@ func StoreFenceLower(tx *Tx, lock string, token int64) (lowered bool, err error)
 	return n == 1, err
 }
 
-var qGrantClientByToken = perDialect("GrantClientByToken", func(d dialect) string {
-	return historyUnion(d, `client`, `lock = ?1 AND token = ?2`, ``, `1`, "")
-})
+var qGrantClientByToken = portable("GrantClientByToken", historyUnion(`client`, `lock = ?1 AND token = ?2`, ``, `1`))
 
 // GrantClientByToken returns the client id that lock's token was granted
 // to, from its grant's row in the history (grants.go); found is false when the row is gone (pruned:
