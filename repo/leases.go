@@ -40,8 +40,8 @@ var (
 )
 
 // LeaseRenew moves the expiry of client's lease on lock (L2), which is
-// also its grant's row in the history (grants.go), and returns its token and start; found is false when client
-// holds no lease on lock.
+// also its grant's row in the history (grants.go), and returns its token
+// and start; found is false when client holds no lease on lock.
 func LeaseRenew(tx *Tx, lock, client string, expiresAt int64) (token, grantedAt int64, found bool, err error) {
 	if tx.has(qLeaseRenewOne) {
 		found, err = tx.row(qLeaseRenewOne, []any{expiresAt, lock, client}, &token, &grantedAt)

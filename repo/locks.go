@@ -7,10 +7,10 @@ package repo
 
 // LockGrant records a grant on the spot: the lock's counter moves on to
 // l.Token (created at 1 for a new lock, L5), l becomes a lease (which is
-// its grant's row in the history while it lives), and the history drops the lock's ended rows
-// that the new token pushes out of the keep last tokens (grants.go). Where
-// the dialect can (PostgreSQL), the writes go as one statement, round trips
-// less.
+// its grant's row in the history while it lives), and the history drops
+// the lock's ended rows that the new token pushes out of the keep last
+// tokens (grants.go). Where the dialect can (PostgreSQL), the writes go as
+// one statement, round trips less.
 func LockGrant(tx *Tx, l LeaseRow, newLock bool, keep int64) error {
 	grant := qLockGrantTakeToken
 	if newLock {

@@ -12,7 +12,7 @@ import (
 // they end leases (acquire.go, lapse.go, release.go, handover.go,
 // deadlock.go), and History, which reads it. A live grant's row is its
 // lease; an ended one is appended to grants_recent, and moveHistory moves
-// the recent rows of a few locks at a time into grants_archive (SQL and
+// recent rows, many of one lock's at a time, into grants_archive (SQL and
 // why in repo/grants.go).
 
 // HistoryRetention bounds the grant history. A live lease's row is never
@@ -25,7 +25,7 @@ type HistoryRetention struct {
 	// (serve --history-days); 0 means DefaultHistoryDays.
 	Days int64
 	// Recent is how many rows grants_recent may span before operations
-	// move its oldest locks' rows into grants_archive; 0 means
+	// move its oldest lock's rows into grants_archive; 0 means
 	// DefaultHistoryRecent. Tests make it small, so that rows move often.
 	Recent int64
 }
