@@ -75,25 +75,6 @@ CREATE TABLE aborts (
 
 CREATE INDEX aborts_by_time ON aborts (aborted_at);
 
-CREATE TABLE "grants_archive" (
-    lock       TEXT NOT NULL,
-    token      INTEGER NOT NULL,
-    client     TEXT NOT NULL,
-    mode       TEXT NOT NULL CHECK (mode IN ('shared', 'exclusive')),
-    granted_at INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL,
-    ended_at   INTEGER,
-    ended      TEXT CHECK (ended = 'released' OR ended = 'lapsed' OR ended = 'revoked' OR ended = 'aborted'),
-    ended_after_token INTEGER,
-    PRIMARY KEY (lock, token)
-) WITHOUT ROWID;
-
-CREATE INDEX grants_by_client ON "grants_archive" (client, granted_at, lock, token);
-
-CREATE INDEX grants_by_end ON "grants_archive" (ended_at) WHERE ended_at IS NOT NULL;
-
-CREATE INDEX grants_ended_by_lock_order ON "grants_archive" (lock, ended_after_token, ended_at, token) WHERE ended IS NOT NULL;
-
 CREATE INDEX queue_entries_by_time ON queue_entries (queued_at);
 
 CREATE TABLE store_owners (
@@ -101,7 +82,7 @@ CREATE TABLE store_owners (
     byte_count INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
-CREATE TABLE grants_recent (
+CREATE TABLE "grants_ended" (
     seq        INTEGER PRIMARY KEY,
     lock       TEXT NOT NULL,
     token      INTEGER NOT NULL,
@@ -114,16 +95,18 @@ CREATE TABLE grants_recent (
     ended_after_token INTEGER
 );
 
-CREATE INDEX grants_recent_by_lock ON grants_recent (lock, token);
-
-CREATE INDEX grants_recent_ended_after ON grants_recent (lock, ended_after_token, ended_at, token);
-
 CREATE INDEX leases_by_token ON leases (lock, token);
+
+CREATE INDEX grants_ended_by_lock ON grants_ended (lock, token);
+
+CREATE INDEX grants_ended_by_lock_order ON grants_ended (lock, ended_after_token, ended_at, token);
+
+CREATE INDEX grants_ended_by_client ON grants_ended (client, granted_at, lock, token);
+
+CREATE INDEX grants_ended_by_end ON grants_ended (ended_at);
 
 CREATE VIEW grants AS
     SELECT lock, token, client, mode, granted_at, expires_at,
            NULL AS ended_at, NULL AS ended, NULL AS ended_after_token FROM leases
     UNION ALL
-    SELECT lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token FROM grants_recent
-    UNION ALL
-    SELECT lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token FROM grants_archive;
+    SELECT lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token FROM grants_ended;

@@ -26,10 +26,6 @@ import (
 // each lease that ended, how (released, lapsed, aborted) and when (a
 // lapse at its expires_at, however late it was noticed).
 //
-// Every other sequence runs with HistoryRetention.Recent 1, so that its
-// ended grants move into grants_archive as they end, and the history is
-// read from the three places a row can be in (repo/grants.go).
-//
 // LEASEKEEPER_DIFF_SEQUENCES and LEASEKEEPER_DIFF_SEED as for
 // TestDifferential (a tenth of its sequences by default).
 func TestHistoryDifferential(t *testing.T) {
@@ -41,11 +37,7 @@ func TestHistoryDifferential(t *testing.T) {
 	t.Logf("%d sequences, seed %d (LEASEKEEPER_DIFF_SEED=%d reproduces them)", n, seed, seed)
 	for i := 0; i < n; i++ {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
-		cfg := service.Config{}
-		if i%2 == 1 {
-			cfg.History.Recent = 1
-		}
-		if !historiesAgree(t, genSequence(rng), cfg, fmt.Sprintf("seed %d sequence %d (recent %d)", seed, i, cfg.History.Recent)) {
+		if !historiesAgree(t, genSequence(rng), service.Config{}, fmt.Sprintf("seed %d sequence %d", seed, i)) {
 			return
 		}
 	}

@@ -58,8 +58,7 @@ func (postgresDialect) lockGrant(newLock bool) string {
 		counter = `INSERT INTO locks (name, last_token) VALUES (?1, 1)`
 	}
 	return `WITH counter AS (` + counter + `),
-			pruned AS (DELETE FROM grants_recent WHERE lock = ?1 AND token <= ?4 - CAST(?7 AS BIGINT)),
-			pruned_archive AS (DELETE FROM grants_archive WHERE lock = ?1 AND token <= ?4 - CAST(?7 AS BIGINT))
+			pruned AS (DELETE FROM grants_ended WHERE lock = ?1 AND token <= ?4 - CAST(?7 AS BIGINT))
 			INSERT INTO leases (lock, client, mode, token, granted_at, expires_at)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
 }
@@ -72,7 +71,7 @@ func (postgresDialect) leaseRenew() string {
 
 func (postgresDialect) leaseEnd() string {
 	return `WITH l AS (DELETE FROM leases WHERE lock = ?1 AND client = ?2 RETURNING mode, token, granted_at, expires_at),
-			g AS (INSERT INTO grants_recent (lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)
+			g AS (INSERT INTO grants_ended (lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)
 				SELECT ?1, token, ?2, mode, granted_at, expires_at, ?4, ?3, (SELECT last_token FROM locks WHERE name = ?1) FROM l)
 			SELECT mode, token, granted_at, expires_at, (SELECT queue_length FROM locks WHERE name = ?1) FROM l`
 }

@@ -15,75 +15,59 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 )
 
-// Each read below reads the places of the history it needs (repo/grants.go)
-// in one statement, each place through an index in the order it returns,
-// and the rows are put in order here: a union ordered in the statement
-// sorted each place's rows again (SQLite cannot tell that a subquery
-// keeps its index's order), at about four times the cost.
+// The reads below that read both places of the history (repo/grants.go)
+// do so in one statement, each place through an index in the order it
+// returns, and the rows are put in order here: a union ordered in the
+// statement sorted each place's rows again (SQLite cannot tell that a
+// subquery keeps its index's order), at about four times the cost.
 var (
 	// The last grant before token that is not a reader of token's
 	// hand-over: one granted before at, an exclusive one, or one that had
 	// ended before token was granted. In each place, a walk down the
 	// lock's tokens from token, as long as the run of readers granted
-	// together; the greatest of the three.
+	// together; the greater of the two.
 	qGrantBeforeRun = perDialect("GrantBeforeRun", func(d dialect) string {
 		return `SELECT max(token) FROM (SELECT * FROM (SELECT token FROM leases ` + d.indexedBy("leases_by_token") + `
 			WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared') ORDER BY token DESC LIMIT 1) l
-		UNION ALL SELECT * FROM (SELECT token FROM grants_recent ` + d.indexedBy("grants_recent_by_lock") + `
+		UNION ALL SELECT * FROM (SELECT token FROM grants_ended ` + d.indexedBy("grants_ended_by_lock") + `
 			WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
-			ORDER BY token DESC LIMIT 1) r
-		UNION ALL SELECT * FROM (SELECT token FROM grants_archive
-			WHERE lock = ?1 AND token < ?2 AND (granted_at <> ?3 OR mode <> 'shared' OR ended_after_token < ?2)
-			ORDER BY token DESC LIMIT 1) a) u`
+			ORDER BY token DESC LIMIT 1) e) u`
 	})
 	// A holder still live when token was granted: a lease live now with an
 	// older token, or one that ended after token was granted.
 	qGrantJoinedLive = perDialect("GrantJoinedLive", func(d dialect) string {
 		return `SELECT CASE WHEN EXISTS (SELECT 1 FROM leases WHERE lock = ?1 AND token < ?2)
-			OR EXISTS (SELECT 1 FROM ` + endedAfterRecent(d) + ` WHERE lock = ?1 AND ended_after_token >= ?2 AND token < ?2)
-			OR EXISTS (SELECT 1 FROM ` + endedByLockOrder(d) + ` WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token >= ?2 AND token < ?2)
+			OR EXISTS (SELECT 1 FROM ` + endedByLockOrder(d) + ` WHERE lock = ?1 AND ended_after_token >= ?2 AND token < ?2)
 			THEN 1 ELSE 0 END`
 	})
 	// The leases of the lock that ended while ?2 was its last token, in
-	// the order they ended, from each of grants_recent and grants_archive
-	// (GrantPredecessors puts them in order).
+	// the order they ended.
 	qGrantsEndedAfter = perDialect("GrantsEndedAfter", func(d dialect) string {
-		return `SELECT * FROM (SELECT token, client, mode, ended_at, ended FROM ` + endedAfterRecent(d) + `
-			WHERE lock = ?1 AND ended_after_token = ?2 AND token <= ?2 ORDER BY ended_at, token LIMIT ?3) r
-		UNION ALL SELECT * FROM (SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
-			WHERE lock = ?1 AND ended IS NOT NULL AND ended_after_token = ?2 AND token <= ?2
-			ORDER BY ended_at, token LIMIT ?3) a`
+		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
+			WHERE lock = ?1 AND ended_after_token = ?2 AND token <= ?2 ORDER BY ended_at, token LIMIT ?3`
 	})
 	// GrantsEndedAfter for the lock's last token, read in the statement,
 	// and without the rows that the grant of the next token prunes (?2
 	// tokens kept): the predecessors an exclusive grant of the next token
 	// would have (RequestStateWithNext).
 	qNextPredecessors = perDialect("NextPredecessors", func(d dialect) string {
-		return `SELECT * FROM (SELECT token, client, mode, ended_at, ended FROM ` + endedAfterRecent(d) + ` WHERE ` + nextPredecessors + `
-			ORDER BY ended_at, token LIMIT ?3) r
-		UNION ALL SELECT * FROM (SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
-			WHERE ended IS NOT NULL AND ` + nextPredecessors + ` ORDER BY ended_at, token LIMIT ?3) a`
+		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + ` WHERE ` + nextPredecessors + `
+			ORDER BY ended_at, token LIMIT ?3`
 	})
 )
 
-// nextPredecessors selects, from either place, NextPredecessors' rows.
+// nextPredecessors selects NextPredecessors' rows.
 const (
 	lastTokenRead    = `(SELECT last_token FROM locks WHERE name = ?1)`
 	nextPredecessors = `lock = ?1 AND ended_after_token = ` + lastTokenRead + ` AND token <= ` + lastTokenRead + `
 		AND token > ` + lastTokenRead + ` + 1 - CAST(?2 AS BIGINT)`
 )
 
-// endedByLockOrder names grants_archive for a range of
-// grants_ended_by_lock_order: SQLite, which might take the primary key's
-// (lock, token) for the lock, and walk its whole history, is told.
+// endedByLockOrder names grants_ended for a range of
+// grants_ended_by_lock_order: SQLite, which might take
+// grants_ended_by_lock for the lock, and walk its whole history, is told.
 func endedByLockOrder(d dialect) string {
-	return `grants_archive ` + d.indexedBy("grants_ended_by_lock_order")
-}
-
-// endedAfterRecent is endedByLockOrder for grants_recent's index in the
-// same order.
-func endedAfterRecent(d dialect) string {
-	return `grants_recent ` + d.indexedBy("grants_recent_ended_after")
+	return `grants_ended ` + d.indexedBy("grants_ended_by_lock_order")
 }
 
 // GrantPredecessors returns the predecessors of the grant of lock's token,
@@ -149,20 +133,12 @@ func collectPredecessors(out *[]lk.Predecessor) func(scan func(...any) error) er
 }
 
 // The last leases of a lock to end, by the token they ended after, then
-// ended_at: their order of end, but for a lapse noticed late. A lock's
-// recent rows ended after its archived ones, but for a long-held lease
-// that ended late and moved with the lower tokens (MoveGrants): an
-// estimate can take that.
-var (
-	qGrantHoldTimesRecent = perDialect("GrantHoldTimes.recent", func(d dialect) string {
-		return `SELECT mode, ended_at - granted_at FROM ` + endedAfterRecent(d) + `
+// ended_at: their order of end, but for a lapse noticed late, which an
+// estimate can take.
+var qGrantHoldTimes = perDialect("GrantHoldTimes", func(d dialect) string {
+	return `SELECT mode, ended_at - granted_at FROM ` + endedByLockOrder(d) + `
 		WHERE lock = ? ORDER BY ended_after_token DESC, ended_at DESC LIMIT ?`
-	})
-	qGrantHoldTimesArchive = perDialect("GrantHoldTimes.archive", func(d dialect) string {
-		return `SELECT mode, ended_at - granted_at FROM ` + endedByLockOrder(d) + `
-		WHERE lock = ? AND ended IS NOT NULL ORDER BY ended_after_token DESC, ended_at DESC LIMIT ?`
-	})
-)
+})
 
 // HoldTime is how long one ended lease was held.
 type HoldTime struct {
@@ -182,11 +158,7 @@ func GrantHoldTimes(tx *Tx, lock string, limit int) ([]HoldTime, error) {
 		out = append(out, h)
 		return nil
 	}
-	err := tx.reads(read{q: qGrantHoldTimesRecent, args: []any{lock, limit}, fn: collect},
-		read{q: qGrantHoldTimesArchive, args: []any{lock, limit}, fn: collect})
-	if len(out) > limit {
-		out = out[:limit]
-	}
+	err := tx.each(qGrantHoldTimes, []any{lock, limit}, collect)
 	return out, err
 }
 
@@ -299,12 +271,11 @@ func AbortsPruneBefore(tx *Tx, before int64, limit int) (int64, error) {
 	return tx.affected(qAbortsPruneBefore, before, limit)
 }
 
-var qGrantLostInAbort = portable("GrantLostInAbort", `SELECT count(*) FROM (`+endedUnion(`token`,
-	`client = ?1 AND lock = ?2 AND granted_at <= ?3 AND ended = 'aborted' AND ended_at = ?3`, ``, ``)+`) u`)
+var qGrantLostInAbort = portable("GrantLostInAbort", `SELECT count(*) FROM grants_ended
+	WHERE client = ?1 AND lock = ?2 AND granted_at <= ?3 AND ended = 'aborted' AND ended_at = ?3`)
 
 // GrantLostInAbort reports whether client's lease on lock ended in its
-// abort at instant at: a range of client's grants (grants_by_client), and
-// of grants_recent.
+// abort at instant at: a range of client's grants (grants_ended_by_client).
 func GrantLostInAbort(tx *Tx, client, lock string, at int64) (bool, error) {
 	n, _, err := tx.rowInt(qGrantLostInAbort, client, lock, at)
 	return n > 0, err

@@ -1,29 +1,24 @@
 package repo
 
-// The grant history: one row per token granted, in three places
-// (migrations/sqlite/00010_grants_recent.sql), so that an operation writes
+// The grant history: one row per token granted, in two places
+// (migrations/sqlite/00011_grants_ended.sql), so that an operation writes
 // it where a commit costs least:
 //
 //   - leases: a live grant's history row is its lease's row. A grant writes
 //     no other row, and a renew none at all.
-//   - grants_recent: the grants that ended recently, appended in sequence.
-//     An end writes the table's last page and an entry in each of two small
-//     indexes, however many locks its commit touches.
-//   - grants_archive: the older ended grants, with the indexes the readers
-//     range over. MoveGrants moves recent rows into it, many of one lock's
-//     at a time, once grants_recent spans more than a bound
-//     (service/history.go): a page of the archive is then written once for
-//     many grants, not once per commit.
+//   - grants_ended: the grants that ended, appended in sequence, with the
+//     indexes the readers range over: by lock and token, by lock in end
+//     order, by client, and by ended_at. An end writes the table's last
+//     page and an entry in each index; nothing moves afterwards.
 //
-// Every read here reads all three (history.go for the pages of the API,
+// Every read here reads both (history.go for the pages of the API,
 // explain.go for the answers that say why), and the view grants puts them
 // together for sqlite3.
 //
 // Retention. Per lock, the history keeps the ended rows of the lock's last
 // keep tokens: each grant of token T deletes the lock's ended rows with
-// tokens up to T-keep, in grants_recent through its index on (lock, token)
-// and in grants_archive through its primary key, which hold ended rows
-// only, so that neither reads more than the rows it deletes, and no live
+// tokens up to T-keep, through grants_ended_by_lock, which holds ended rows
+// only, so that it reads no more than the rows it deletes, and no live
 // lease's row, however many shared holders the lock has. By age, ended
 // rows whose ended_at is older than a bound go in small batches
 // (GrantsPruneEndedBefore).
@@ -38,11 +33,10 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/bare"
 )
 
-// recentColumns is what an ended grant's row holds, in grants_recent and
-// grants_archive alike.
-const recentColumns = `lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token`
+// endedColumns is what an ended grant's row holds.
+const endedColumns = `lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token`
 
-var qGrantInsertEnded = portable("GrantInsertEnded", `INSERT INTO grants_recent (`+recentColumns+`)
+var qGrantInsertEnded = portable("GrantInsertEnded", `INSERT INTO grants_ended (`+endedColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 
 // GrantInsertLapsed records a grant that lapsed in the operation that made
@@ -58,7 +52,7 @@ func GrantInsertLapsed(tx *Tx, l LeaseRow, endedAfter int64) error {
 	return err
 }
 
-var qGrantEnd = portable("GrantEnd", `INSERT INTO grants_recent (`+recentColumns+`)
+var qGrantEnd = portable("GrantEnd", `INSERT INTO grants_ended (`+endedColumns+`)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT last_token FROM locks WHERE name = ?1))`)
 
 // grantEnd records that lease l ended, how and when, and after which of
@@ -79,14 +73,12 @@ func grantEnd(tx *Tx, l LeaseRow, how lk.Ending, at int64) error {
 // noticing operation grants (at or after it): a lock's tokens follow its
 // grants' times, and the walk down from its last token, in each of the
 // three places, reads only the grants made since the lapse.
-var qGrantsLapse = portable("GrantsLapse", `INSERT INTO grants_recent (`+recentColumns+`)
+var qGrantsLapse = portable("GrantsLapse", `INSERT INTO grants_ended (`+endedColumns+`)
 		SELECT l.lock, l.token, l.client, l.mode, l.granted_at, l.expires_at, l.expires_at, 'lapsed',
 			(SELECT max(t) FROM (
 				SELECT (SELECT g.token FROM leases g WHERE g.lock = l.lock AND g.granted_at < l.expires_at
 					ORDER BY g.token DESC LIMIT 1) AS t
-				UNION ALL SELECT (SELECT g.token FROM grants_recent g WHERE g.lock = l.lock AND g.granted_at < l.expires_at
-					ORDER BY g.token DESC LIMIT 1)
-				UNION ALL SELECT (SELECT g.token FROM grants_archive g WHERE g.lock = l.lock AND g.granted_at < l.expires_at
+				UNION ALL SELECT (SELECT g.token FROM grants_ended g WHERE g.lock = l.lock AND g.granted_at < l.expires_at
 					ORDER BY g.token DESC LIMIT 1)) tokens)
 		FROM leases l WHERE l.expires_at <= ? ORDER BY l.expires_at, l.lock, l.token`)
 
@@ -100,13 +92,9 @@ func GrantsLapse(tx *Tx, now int64) error {
 	return err
 }
 
-// qGrantsPruneLock and qGrantsPruneLockArchive delete a lock's ended rows
-// with tokens up to a bound: ranges of grants_recent_by_lock and of
-// grants_archive's primary key.
-var (
-	qGrantsPruneLock        = portable("GrantsPruneLock", `DELETE FROM grants_recent WHERE lock = ? AND token <= ?`)
-	qGrantsPruneLockArchive = portable("GrantsPruneLock.archive", `DELETE FROM grants_archive WHERE lock = ? AND token <= ?`)
-)
+// qGrantsPruneLock deletes a lock's ended rows with tokens up to a bound:
+// a range of grants_ended_by_lock.
+var qGrantsPruneLock = portable("GrantsPruneLock", `DELETE FROM grants_ended WHERE lock = ? AND token <= ?`)
 
 // GrantsPruneLock deletes lock's ended rows once its counter reached
 // lastToken: those among the tokens before its last keep. It does nothing,
@@ -115,68 +103,20 @@ func GrantsPruneLock(tx *Tx, lock string, lastToken, keep int64) error {
 	if lastToken <= keep {
 		return nil
 	}
-	if err := tx.write(qGrantsPruneLock, lock, lastToken-keep); err != nil {
-		return err
-	}
-	return tx.write(qGrantsPruneLockArchive, lock, lastToken-keep)
+	return tx.write(qGrantsPruneLock, lock, lastToken-keep)
 }
 
-var (
-	qGrantsPruneEndedBefore = portable("GrantsPruneEndedBefore", `DELETE FROM grants_archive WHERE (lock, token) IN
-		(SELECT lock, token FROM grants_archive WHERE ended_at IS NOT NULL AND ended_at < ? ORDER BY ended_at LIMIT ?)`)
-	// No index on ended_at: grants_recent is small, and this runs once a
-	// minute at most (service/history.go).
-	qGrantsPruneEndedBeforeRecent = portable("GrantsPruneEndedBefore.recent", `DELETE FROM grants_recent WHERE seq IN
-		(SELECT seq FROM grants_recent WHERE ended_at < ? ORDER BY seq LIMIT ?)`)
-)
+// A range of grants_ended_by_end, from its start.
+var qGrantsPruneEndedBefore = portable("GrantsPruneEndedBefore", `DELETE FROM grants_ended WHERE seq IN
+		(SELECT seq FROM grants_ended WHERE ended_at < ? ORDER BY ended_at LIMIT ?)`)
 
 // GrantsPruneEndedBefore deletes up to limit rows of leases that ended
-// before `before`, oldest first, from each of grants_archive and
-// grants_recent, and reports how many it deleted from the fuller.
+// before `before`, oldest first, and reports how many it deleted.
 func GrantsPruneEndedBefore(tx *Tx, before int64, limit int) (int64, error) {
-	n, err := tx.affected(qGrantsPruneEndedBefore, before, limit)
-	if err != nil {
-		return n, err
-	}
-	m, err := tx.affected(qGrantsPruneEndedBeforeRecent, before, limit)
-	return max(n, m), err
+	return tx.affected(qGrantsPruneEndedBefore, before, limit)
 }
 
-var (
-	// Two subqueries: SQLite reads min or max alone from the end of the
-	// primary key, but both in one expression by a scan of the table.
-	qGrantsRecentSpan = portable("GrantsRecentSpan", `SELECT coalesce((SELECT max(seq) FROM grants_recent) - (SELECT min(seq) FROM grants_recent) + 1, 0)`)
-	// The oldest `limit` recent rows, by token, of the lock of the oldest
-	// recent row: a range of grants_recent_by_lock.
-	qGrantsMove = portable("GrantsMove", `INSERT INTO grants_archive (`+recentColumns+`)
-		SELECT `+recentColumns+` FROM grants_recent WHERE seq IN (`+movedRows+`) ORDER BY lock, token
-		ON CONFLICT (lock, token) DO NOTHING`)
-	qGrantsMoveDelete = portable("GrantsMove.delete", `DELETE FROM grants_recent WHERE seq IN (`+movedRows+`)`)
-)
-
-const movedRows = `SELECT seq FROM grants_recent WHERE lock = (SELECT lock FROM grants_recent ORDER BY seq LIMIT 1)
-		ORDER BY token LIMIT ?`
-
-// GrantsRecentSpan is how many rows grants_recent spans, from its oldest
-// to its newest: at least how many it holds.
-func GrantsRecentSpan(tx *Tx) (int64, error) {
-	n, _, err := tx.rowInt(qGrantsRecentSpan)
-	return n, err
-}
-
-// MoveGrants moves into grants_archive up to limit recent rows of the
-// lock of grants_recent's oldest row, its lowest tokens first. A token
-// already in the archive keeps its row there (only a fault injected for
-// the tests reissues one). Where the database pipelines, both statements
-// go with the transaction's next read: no round trip of their own.
-func MoveGrants(tx *Tx, limit int) error {
-	if err := tx.write(qGrantsMove, limit); err != nil {
-		return err
-	}
-	return tx.write(qGrantsMoveDelete, limit)
-}
-
-// historyUnion reads the three places a grant's row can be in: each arm
+// historyUnion reads the two places a grant's row can be in: each arm
 // selects sel from one of them with where, in order, at most limit rows (no
 // limit for ""), and the union is ordered and limited again. A live grant
 // (leases) has no ended_at, ended or ended_after_token, which where may
@@ -184,13 +124,7 @@ func MoveGrants(tx *Tx, limit int) error {
 func historyUnion(sel, where, order, limit string) string {
 	live := `(SELECT lock, token, client, mode, granted_at, expires_at, CAST(NULL AS BIGINT) AS ended_at,
 		CAST(NULL AS TEXT) AS ended, CAST(NULL AS BIGINT) AS ended_after_token FROM leases) g`
-	return unionOf([]string{live, `grants_recent g`, `grants_archive g`}, sel, where, order, limit)
-}
-
-// endedUnion is historyUnion for the ended grants only: grants_recent and
-// grants_archive.
-func endedUnion(sel, where, order, limit string) string {
-	return unionOf([]string{`grants_recent g`, `grants_archive g`}, sel, where, order, limit)
+	return unionOf([]string{live, `grants_ended g`}, sel, where, order, limit)
 }
 
 func unionOf(froms []string, sel, where, order, limit string) string {

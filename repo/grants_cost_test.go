@@ -134,10 +134,9 @@ func TestGrantsCheckMigration(t *testing.T) {
 // BenchmarkGrantWrites: what writing the history costs per operation on
 // SQLite, each write in its own transaction as `leasekeeper run` makes
 // them, with 20,000 rows over 3,000 locks already ended: an end's row
-// (a grant writes none, its lease is its row), and a move of up to 64 rows
-// of the oldest row's lock into grants_archive (per row moved). Compare with the
-// lease's own writes (BenchmarkStatement) and see docs/performance.md,
-// "Grant history in sequence".
+// (a grant writes none, its lease is its row). Compare with the lease's own
+// writes (BenchmarkStatement) and see docs/performance.md, "History
+// without moves".
 func BenchmarkGrantWrites(b *testing.B) {
 	ctx := context.Background()
 	d, err := Open(ctx, MemoryPath, Options{})
@@ -175,20 +174,4 @@ func BenchmarkGrantWrites(b *testing.B) {
 			n++
 		}
 	})
-	b.Run("move", func(b *testing.B) {
-		before, _ := grantsRecentCount(ctx, d)
-		for b.Loop() {
-			in(func(tx *Tx) error { return MoveGrants(tx, 64) })
-		}
-		after, _ := grantsRecentCount(ctx, d)
-		if moved := before - after; moved > 0 {
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(moved), "ns/row")
-		}
-	})
-}
-
-func grantsRecentCount(ctx context.Context, d *DB) (int64, error) {
-	var n int64
-	err := d.conn.QueryRowxContext(ctx, `SELECT count(*) FROM grants_recent`).Scan(&n)
-	return n, err
 }

@@ -97,38 +97,51 @@ func grantLinesOf(gs []lk.GrantRecord) string {
 	return b.String()
 }
 
+// migrationCase is a database of one dialect for a test of a migration.
+type migrationCase struct {
+	name, driver string
+	dialect      goose.Dialect
+	path         func(t *testing.T) string
+}
+
+var migrationCases = []migrationCase{
+	{"sqlite", "sqlite", goose.DialectSQLite3, func(t *testing.T) string { return filepath.Join(t.TempDir(), "old.db") }},
+	{"postgres", "pgx", goose.DialectPostgres, func(t *testing.T) string { return pgtest.DSN(t) }},
+}
+
+// at returns a new database of c's dialect, migrated up to version, open,
+// and goose's provider to move it further up or down.
+func (c migrationCase) at(t *testing.T, version int64) (path string, db *sql.DB, p *goose.Provider) {
+	t.Helper()
+	path = c.path(t)
+	fsys := migrations.SQLite()
+	if c.driver == "pgx" {
+		fsys = migrations.Postgres()
+	}
+	db, err := sql.Open(c.driver, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if p, err = goose.NewProvider(c.dialect, db, fsys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	return path, db, p
+}
+
 // TestGrantsRecentMigration: migration 00010 keeps the history a reader
 // sees. The live grants' rows of the old table give way to their leases,
-// which stand for them; the ended ones stay in grants_archive, and the
-// view grants shows each token once. Down, the live rows come back.
+// which stand for them; the ended ones stay in grants_archive (and with
+// 00011 go to grants_ended), and the view grants shows each token once.
+// Down, the live rows come back.
 func TestGrantsRecentMigration(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []struct {
-		name, driver string
-		dialect      goose.Dialect
-		path         func() string
-	}{
-		{"sqlite", "sqlite", goose.DialectSQLite3, func() string { return filepath.Join(t.TempDir(), "old.db") }},
-		{"postgres", "pgx", goose.DialectPostgres, func() string { return pgtest.DSN(t) }},
-	} {
+	for _, c := range migrationCases {
 		t.Run(c.name, func(t *testing.T) {
-			path := c.path()
-			fsys := migrations.SQLite()
-			if c.driver == "pgx" {
-				fsys = migrations.Postgres()
-			}
-			old, err := sql.Open(c.driver, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer old.Close()
-			p, err := goose.NewProvider(c.dialect, old, fsys)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := p.UpTo(ctx, 9); err != nil {
-				t.Fatal(err)
-			}
+			path, old, p := c.at(t, 9)
 			for _, q := range []string{
 				`INSERT INTO locks (name, last_token) VALUES ('L', 3)`,
 				`INSERT INTO leases (lock, client, mode, token, granted_at, expires_at) VALUES ('L', 'c', 'exclusive', 3, 30, 60)`,
@@ -171,6 +184,81 @@ func TestGrantsRecentMigration(t *testing.T) {
 			if err := old.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE lock = 'L' AND ended IS NULL AND token = 3`).Scan(&live); err != nil || live != 1 {
 				t.Errorf("after 00010 down, the live grant has %d rows (%v), want 1", live, err)
 			}
+		})
+	}
+}
+
+// TestGrantsEndedMigration: migration 00011 keeps the history a reader
+// sees. The rows of grants_recent and grants_archive end up in
+// grants_ended, and the view grants shows each token once. Down, every
+// ended row is in grants_recent, where the code of 00010 reads it, and
+// grants_archive is back, empty.
+func TestGrantsEndedMigration(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range migrationCases {
+		t.Run(c.name, func(t *testing.T) {
+			path, old, p := c.at(t, 10)
+			const cols = `(lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)`
+			for _, q := range []string{
+				`INSERT INTO locks (name, last_token) VALUES ('L', 4), ('M', 1)`,
+				`INSERT INTO leases (lock, client, mode, token, granted_at, expires_at) VALUES ('L', 'd', 'exclusive', 4, 40, 70)`,
+				`INSERT INTO grants_archive ` + cols + ` VALUES
+					('L', 1, 'a', 'exclusive', 10, 40, 20, 'released', 1), ('M', 1, 'a', 'shared', 12, 42, 22, 'lapsed', 1)`,
+				`INSERT INTO grants_recent ` + cols + ` VALUES
+					('L', 2, 'b', 'exclusive', 20, 50, 30, 'revoked', 2), ('L', 3, 'c', 'exclusive', 30, 60, 40, 'aborted', 3)`,
+			} {
+				if _, err := old.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			wantL := "L/4 d exclusive 40-70 live\nL/3 c exclusive 30-60 aborted@40\nL/2 b exclusive 20-50 revoked@30\nL/1 a exclusive 10-40 released@20\n"
+			wantA := "M/1 a shared 12-42 lapsed@22\nL/1 a exclusive 10-40 released@20\n"
+			history := func(when string) {
+				t.Helper()
+				d, err := Open(ctx, path, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.Close()
+				tx, err := d.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				gs, more, err := GrantsOfLock(tx, "L", 0, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := grantLinesOf(gs); got != wantL || more {
+					t.Errorf("%s: history of L:\n%s(more %v) want:\n%s", when, got, more, wantL)
+				}
+				gs, more, err = GrantsOfClient(tx, "a", nil, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := grantLinesOf(gs); got != wantA || more {
+					t.Errorf("%s: history of a:\n%s(more %v) want:\n%s", when, got, more, wantA)
+				}
+			}
+			history("after 00011")
+			count := func(q string, want int) {
+				t.Helper()
+				var n int
+				if err := old.QueryRowContext(ctx, q).Scan(&n); err != nil || n != want {
+					t.Errorf("%s: %d (%v), want %d", q, n, err, want)
+				}
+			}
+			count(`SELECT count(*) FROM grants`, 5)
+			count(`SELECT count(*) FROM grants_ended`, 4)
+
+			if _, err := p.DownTo(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+			count(`SELECT count(*) FROM grants`, 5)
+			count(`SELECT count(*) FROM grants_recent`, 4)
+			count(`SELECT count(*) FROM grants_archive`, 0)
+			// And up again, as a server of this version does at its start.
+			history("after 00011 down and up")
 		})
 	}
 }

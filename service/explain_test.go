@@ -23,7 +23,7 @@ type explainDriver struct {
 
 func openExplain(t *testing.T, path string, opts service.Config) *explainDriver {
 	t.Helper()
-	svc, err := engine.OpenDirect(context.Background(), path, repo.Options{}, withMoves(path, opts))
+	svc, err := engine.OpenDirect(context.Background(), path, repo.Options{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

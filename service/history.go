@@ -11,9 +11,8 @@ import (
 // The grant history: one row per token granted, which the rules write as
 // they end leases (acquire.go, lapse.go, release.go, handover.go,
 // deadlock.go), and History, which reads it. A live grant's row is its
-// lease; an ended one is appended to grants_recent, and moveHistory moves
-// recent rows, many of one lock's at a time, into grants_archive (SQL and
-// why in repo/grants.go).
+// lease; an ended one is appended to grants_ended, where it stays until
+// the retention below deletes it (SQL and why in repo/grants.go).
 
 // HistoryRetention bounds the grant history. A live lease's row is never
 // pruned.
@@ -24,16 +23,11 @@ type HistoryRetention struct {
 	// Days is how long an ended row is kept after its lease ended
 	// (serve --history-days); 0 means DefaultHistoryDays.
 	Days int64
-	// Recent is how many rows grants_recent may span before operations
-	// move its oldest lock's rows into grants_archive; 0 means
-	// DefaultHistoryRecent. Tests make it small, so that rows move often.
-	Recent int64
 }
 
 const (
-	DefaultHistoryKeep   = 1000
-	DefaultHistoryDays   = 30
-	DefaultHistoryRecent = 16384
+	DefaultHistoryKeep = 1000
+	DefaultHistoryDays = 30
 )
 
 func (r HistoryRetention) keep() int64 {
@@ -41,13 +35,6 @@ func (r HistoryRetention) keep() int64 {
 		return DefaultHistoryKeep
 	}
 	return r.Keep
-}
-
-func (r HistoryRetention) recent() int64 {
-	if r.Recent <= 0 {
-		return DefaultHistoryRecent
-	}
-	return r.Recent
 }
 
 func (r HistoryRetention) days() int64 {
@@ -65,47 +52,6 @@ const (
 	historyPruneBatch = 256
 	historyPruneEvery = 60
 )
-
-// historyMoveEvery is how many operations pass between looks at how many
-// rows grants_recent spans, while it spans less than twice Recent; past
-// that, every operation looks. A look that finds it past Recent moves up
-// to historyMoveRows rows of one lock, the one whose recent row is oldest,
-// its lowest tokens first. A lock's rows move together, so that the
-// archive's pages they go to are written once for many of them; and few
-// at a time, because deleting them touches a page of grants_recent for
-// nearly each (its rows lie in the order they ended), and the group that
-// moves waits for those pages: moving all of a lock's rows at once, a hot
-// lock's 16,384, stalled a group for a tenth of a second, and 64 locks'
-// 256 each made a pair's p99 80 ms. A look costs two reads of the primary
-// key.
-const (
-	historyMoveEvery = 16
-	historyMoveRows  = 64
-)
-
-// moveHistory moves recent rows of the lock of grants_recent's oldest row
-// into grants_archive when the table spans more than Recent rows, when it
-// is time to look (State.MoveIn). Readers read both, so a row is in the
-// history before, during and after its move.
-func moveHistory(op *Op) error {
-	if op.State.MoveIn > 0 {
-		op.State.MoveIn--
-		return nil
-	}
-	recent := op.Config.History.recent()
-	span, err := repo.GrantsRecentSpan(op.Tx)
-	if err != nil {
-		return err
-	}
-	op.State.MoveIn = int(min(historyMoveEvery, recent-1))
-	if span > 2*recent {
-		op.State.MoveIn = 0
-	}
-	if span <= recent {
-		return nil
-	}
-	return repo.MoveGrants(op.Tx, int(min(historyMoveRows, recent)))
-}
 
 // pruneHistory deletes a batch of rows that ended more than Days before ts,
 // when it is time to look (State.PruneAt). A full batch means there may be

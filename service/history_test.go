@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
@@ -26,37 +25,11 @@ var historyBackends = []struct {
 	{"sqlite-memory", func(*testing.T) string { return repo.MemoryPath }, false},
 	{"sqlite-file", func(t *testing.T) string { return filepath.Join(t.TempDir(), "h.db") }, true},
 	{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }, true},
-	{"sqlite-file-moved", movedAtOnce(func(t *testing.T) string { return filepath.Join(t.TempDir(), "h.db") }), true},
-	{"postgres-moved", movedAtOnce(func(t *testing.T) string { return pgtest.DSN(t) }), true},
-}
-
-// moved holds the databases of the "-moved" backends, whose history moves
-// its recent rows into grants_archive at every operation
-// (HistoryRetention.Recent 1): their every read meets rows in the three
-// places a grant's row can be (repo/grants.go), where the other backends'
-// short tests never move a row.
-var moved sync.Map
-
-func movedAtOnce(path func(*testing.T) string) func(*testing.T) string {
-	return func(t *testing.T) string {
-		p := path(t)
-		moved.Store(p, true)
-		return p
-	}
-}
-
-// withMoves sets cfg's history to move at once for a "-moved" backend's
-// database.
-func withMoves(path string, cfg service.Config) service.Config {
-	if _, ok := moved.Load(path); ok {
-		cfg.History.Recent = 1
-	}
-	return cfg
 }
 
 func openWithHistory(t *testing.T, path string, h service.HistoryRetention) *engine.Direct {
 	t.Helper()
-	svc, err := engine.OpenDirect(context.Background(), path, repo.Options{}, withMoves(path, service.Config{History: h}))
+	svc, err := engine.OpenDirect(context.Background(), path, repo.Options{}, service.Config{History: h})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,9 +59,6 @@ type State struct {
 	// PruneAt is the clock at which Settle next looks for history rows
 	// past their days (history.go).
 	PruneAt int64
-	// MoveIn is how many operations pass before one looks whether
-	// grants_recent's oldest rows must move (history.go).
-	MoveIn int
 }
 
 // NoteExpiry keeps NextExpiry a lower bound after a lease got expiry at.
@@ -120,13 +117,9 @@ func Settle(op *Op) error {
 }
 
 // Finish ends every operation that may write: the grants it made get their
-// predecessors (explain.go), once all its history rows are written, and
-// now and then the history's recent rows move (history.go).
+// predecessors (explain.go), once all its history rows are written.
 func Finish(op *Op) error {
-	if err := explainGrants(op); err != nil {
-		return err
-	}
-	return moveHistory(op)
+	return explainGrants(op)
 }
 
 // emit records an event of the operation.
