@@ -7,19 +7,18 @@ package repo
 // none reads a lock's whole history.
 
 import (
-	"cmp"
 	"database/sql"
 	"encoding/json"
-	"slices"
 
 	lk "github.com/leasekeeper/leasekeeper"
 )
 
 // The reads below that read both places of the history (repo/grants.go)
-// do so in one statement, each place through an index in the order it
-// returns, and the rows are put in order here: a union ordered in the
-// statement sorted each place's rows again (SQLite cannot tell that a
-// subquery keeps its index's order), at about four times the cost.
+// do so in one statement, each place through an index, combined by max()
+// or EXISTS, never by an ordered union: SQLite sorted such a union's arms
+// again (it cannot tell that a subquery keeps its index's order), at about
+// four times the cost. The ones that read grants_ended alone take its
+// index's order as it comes.
 var (
 	// The last grant before token that is not a reader of token's
 	// hand-over: one granted before at, an exclusive one, or one that had
@@ -100,22 +99,7 @@ func GrantPredecessors(tx *Tx, lock string, token, at int64, mode lk.Mode, limit
 	}
 	var out []lk.Predecessor
 	err := tx.each(qGrantsEndedAfter, []any{lock, first - 1, limit}, collectPredecessors(&out))
-	return inEndOrder(out, limit), err
-}
-
-// inEndOrder sorts predecessors read from two places by (ended_at, token),
-// as each place returned its own, and keeps the first limit.
-func inEndOrder(ps []lk.Predecessor, limit int) []lk.Predecessor {
-	slices.SortStableFunc(ps, func(a, b lk.Predecessor) int {
-		if c := cmp.Compare(a.EndedAt, b.EndedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Token, b.Token)
-	})
-	if len(ps) > limit {
-		ps = ps[:limit]
-	}
-	return ps
+	return out, err
 }
 
 // collectPredecessors scans GrantsEndedAfter's rows into out.

@@ -72,7 +72,7 @@ func grantEnd(tx *Tx, l LeaseRow, how lk.Ending, at int64) error {
 // last token granted before its expires_at, and before the one the
 // noticing operation grants (at or after it): a lock's tokens follow its
 // grants' times, and the walk down from its last token, in each of the
-// three places, reads only the grants made since the lapse.
+// two places, reads only the grants made since the lapse.
 var qGrantsLapse = portable("GrantsLapse", `INSERT INTO grants_ended (`+endedColumns+`)
 		SELECT l.lock, l.token, l.client, l.mode, l.granted_at, l.expires_at, l.expires_at, 'lapsed',
 			(SELECT max(t) FROM (

@@ -69,9 +69,6 @@ func requestState(tx *Tx, client, lock string, withNext bool, keep int64, limit 
 		reads = append(reads, read{q: qNextPredecessors, args: []any{lock, keep, limit}, fn: collectPredecessors(next)})
 	}
 	err := tx.reads(reads...)
-	if next != nil {
-		*next = inEndOrder(*next, limit)
-	}
 	st.HoldsLock = holdsLock.Bool
 	st.Registered, st.WaitingFor = age.Valid, waiting.String
 	st.LockExists, st.LastToken = lastToken.Valid, lastToken.Int64
