@@ -118,10 +118,12 @@ func collectPredecessors(out *[]lk.Predecessor) func(scan func(...any) error) er
 
 // The last leases of a lock to end, by the token they ended after, then
 // ended_at: their order of end, but for a lapse noticed late, which an
-// estimate can take.
+// estimate can take. Rows ended before migration 00005 have no
+// ended_after_token and no place in that order; PostgreSQL would sort them
+// first.
 var qGrantHoldTimes = perDialect("GrantHoldTimes", func(d dialect) string {
 	return `SELECT mode, ended_at - granted_at FROM ` + endedByLockOrder(d) + `
-		WHERE lock = ? ORDER BY ended_after_token DESC, ended_at DESC LIMIT ?`
+		WHERE lock = ? AND ended_after_token IS NOT NULL ORDER BY ended_after_token DESC, ended_at DESC LIMIT ?`
 })
 
 // HoldTime is how long one ended lease was held.

@@ -68,16 +68,8 @@ func TestStoreUsageMigration(t *testing.T) {
 			}
 			raw.Close()
 
-			d, err := Open(ctx, dsn, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
-			tx, err := d.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback()
+			tx, done := readTx(t, dsn)
+			defer done()
 			for _, w := range []struct {
 				lock, key string
 				want      StoreWriteState
