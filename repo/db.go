@@ -292,6 +292,9 @@ type Tx struct {
 	// pending are the writes not sent yet, BEGIN first until the first
 	// read, where the database pipelines (pipeline.go).
 	pending []queued
+	// kept are the rows of reads sent ahead (warm.go), until the next
+	// statement.
+	kept *kept
 }
 
 // Begin starts a write transaction. On SQLite it takes the write lock at
@@ -366,6 +369,7 @@ func (tx *Tx) has(s statement) bool { return tx.d.texts[s] != "" }
 
 // prepared returns statement s, prepared once per connection.
 func (tx *Tx) prepared(s statement) (*sqlx.Stmt, error) {
+	tx.kept = nil
 	if p := tx.d.stmts[s]; p != nil {
 		return p, nil
 	}

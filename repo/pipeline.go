@@ -38,6 +38,7 @@ type queued struct {
 // write runs a statement whose result nobody reads: at once, or, where the
 // database pipelines, with the transaction's next read or its COMMIT.
 func (tx *Tx) write(q statement, args ...any) error {
+	tx.kept = nil
 	if tx.d.dialect.pipelines() {
 		if tx.d.texts[q] == "" {
 			return errors.New("statement " + q.String() + ": " + tx.d.dialect.String() + " has none")
@@ -54,6 +55,7 @@ type read struct {
 	q    statement
 	args []any
 	fn   func(scan func(...any) error) error
+	keep *keptRows // a read sent ahead: its rows are kept, not scanned (warm.go)
 }
 
 // readRow is a read of one row into dest; found reports whether there was
@@ -68,6 +70,9 @@ func readRow(q statement, args []any, found *bool, dest ...any) read {
 // reads runs rs, after the queued writes: in one batch where the database
 // pipelines, one by one elsewhere.
 func (tx *Tx) reads(rs ...read) error {
+	if ok, err := tx.takeKept(rs); ok {
+		return err
+	}
 	if !tx.d.dialect.pipelines() {
 		for _, r := range rs {
 			if err := tx.each(r.q, r.args, r.fn); err != nil {
@@ -91,6 +96,7 @@ func (tx *Tx) flush() error {
 // batch sends the queued writes and rs as one pgx batch, and scans rs's
 // rows.
 func (tx *Tx) batch(rs ...read) error {
+	tx.kept = nil
 	pending := tx.pending
 	tx.pending = tx.pending[:0]
 	if tx.d.stats != nil {
@@ -115,6 +121,13 @@ func (tx *Tx) batch(rs ...read) error {
 			}
 		}
 		for _, r := range rs {
+			if r.keep != nil {
+				if err := keepAll(br, r.keep, conn.TypeMap()); err != nil {
+					br.Close()
+					return err
+				}
+				continue
+			}
 			if err := scanAll(tx, br, r); err != nil {
 				br.Close()
 				return err

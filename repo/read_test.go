@@ -50,7 +50,7 @@ func TestReadApartFromWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			if d.dialect.peers() {
-				if _, err := ServiceRowLock(w); err != nil {
+				if _, err := ServiceRowLock(w, Warm{}); err != nil {
 					t.Fatal(err)
 				}
 			}

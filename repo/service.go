@@ -52,7 +52,8 @@ type Locked struct {
 // ServiceRowLock takes the service row's lock on a database with peers
 // (PostgreSQL), first thing in a transaction, and returns the row, the
 // database's clock and the earliest expiry, in one round trip with the
-// BEGIN (pipeline.go).
+// BEGIN (pipeline.go), and with them the reads ahead, whose rows the
+// transaction's next statement may take (warm.go).
 //
 // Every transaction of every server takes this one row lock before it reads
 // anything else, so transactions on the database run one at a time, in the
@@ -67,7 +68,7 @@ type Locked struct {
 // statement could return a time as old as that wait; the statements of a
 // batch run one after the other. The caller never lets it fall behind the
 // stored clock.
-func ServiceRowLock(tx *Tx) (Locked, error) {
+func ServiceRowLock(tx *Tx, ahead Warm) (Locked, error) {
 	var l Locked
 	var clock, earliest sql.NullInt64
 	q := qLockServiceRow
@@ -75,9 +76,20 @@ func ServiceRowLock(tx *Tx) (Locked, error) {
 		q = qServiceCounters // the fault: the row is read, not locked
 	}
 	var found bool
-	err := tx.reads(readRow(q, nil, &found, &clock, &l.LastClientAge, &l.EventID),
+	rs := []read{readRow(q, nil, &found, &clock, &l.LastClientAge, &l.EventID),
 		readRow(qLockClock, nil, &found, &l.DBNow),
-		readRow(qLeasesEarliestExpiry, nil, &found, &earliest))
+		readRow(qLeasesEarliestExpiry, nil, &found, &earliest)}
+	var k *kept
+	if len(ahead.reads) > 0 && tx.d.dialect.pipelines() {
+		k = &kept{reads: ahead.reads, results: make([]keptRows, len(ahead.reads))}
+		for i, r := range ahead.reads {
+			rs = append(rs, k.results[i].read(r))
+		}
+	}
+	err := tx.reads(rs...)
+	if err == nil {
+		tx.kept = k
+	}
 	l.Clock, l.ClockSet = clock.Int64, clock.Valid
 	l.EarliestExpiry = math.MaxInt64
 	if earliest.Valid {

@@ -23,7 +23,7 @@ func Acquire(op *Op, req lk.AcquireRequest) (lk.AcquireResult, error) {
 	var st repo.RequestState
 	var next *[]lk.Predecessor
 	var err error
-	if op.Config.Explain && mode == lk.Exclusive {
+	if withNext(op.Config, mode) {
 		st, next, err = repo.RequestStateWithNext(tx, client, lock, op.Config.History.keep(), maxPredecessors)
 	} else {
 		st, err = repo.RequestStateGet(tx, client, lock)
@@ -126,4 +126,15 @@ func Acquire(op *Op, req lk.AcquireRequest) (lk.AcquireResult, error) {
 		return lk.AcquireResult{}, err
 	}
 	return resolveDeadlocks(op, client, lock, []string{victim}, []lk.Abort{why})
+}
+
+// withNext: an acquire reads the predecessors of a grant on the spot with
+// its state where that saves a round trip.
+func withNext(cfg *Config, mode lk.Mode) bool { return cfg.Explain && mode == lk.Exclusive }
+
+// AcquireAhead is the first read Acquire makes for req, for the runtime to
+// send ahead with its transaction's first round trip (repo.Warm): the
+// request's state, read before anything else the operation does.
+func AcquireAhead(cfg *Config, req lk.AcquireRequest) repo.Warm {
+	return repo.WarmRequestState(req.Client, req.Lock, withNext(cfg, req.Mode), cfg.History.keep(), maxPredecessors)
 }

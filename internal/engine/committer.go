@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
+	"github.com/leasekeeper/leasekeeper/repo"
 )
 
 // committer is group commit: operations wait in calls; it takes whatever is
@@ -55,16 +56,22 @@ var ErrClosed = errors.New("engine closed")
 // pending is one operation waiting for the committer: exec runs it at the ts
 // the committer gives it.
 type pending struct {
-	name string // for the log
-	exec func(ctx context.Context, ts int64) error
-	err  error
-	done chan struct{}
+	name  string    // for the log
+	ahead repo.Warm // its first read, sent ahead when it opens a group
+	exec  func(ctx context.Context, ts int64) error
+	err   error
+	done  chan struct{}
 }
 
 // submit hands exec to the committer, which runs it at the server's time in
 // the next group, and returns its result once the group is durable.
 func (c *committer) submit(ctx context.Context, name string, exec func(ctx context.Context, ts int64) error) error {
-	cl := &pending{name: name, exec: exec, done: make(chan struct{})}
+	return c.submitAhead(ctx, name, repo.Warm{}, exec)
+}
+
+// submitAhead is submit for an operation whose first read is ahead.
+func (c *committer) submitAhead(ctx context.Context, name string, ahead repo.Warm, exec func(ctx context.Context, ts int64) error) error {
+	cl := &pending{name: name, ahead: ahead, exec: exec, done: make(chan struct{})}
 	select {
 	case c.calls <- cl:
 	case <-c.ctx.Done():
@@ -113,7 +120,7 @@ func (c *committer) loop() {
 		ctx := context.WithoutCancel(c.ctx)
 		start, trips := time.Now(), c.r.db.RoundTrips()
 		answered := false
-		err := c.r.groupRun(ctx, func() {
+		err := c.r.groupRunAhead(ctx, first.ahead, func() {
 			for _, cl := range group {
 				c.run(ctx, cl)
 			}

@@ -219,8 +219,13 @@ type rule[Q, R any] func(op *service.Op, q Q) (R, error)
 // call runs fn on q at the server's time in the next group commit, and
 // returns its result once the group is durable.
 func call[Q, R any](e *Engine, ctx context.Context, name string, q Q, fn rule[Q, R]) (R, error) {
+	return callAhead(e, ctx, name, repo.Warm{}, q, fn)
+}
+
+// callAhead is call for an operation whose first read is ahead.
+func callAhead[Q, R any](e *Engine, ctx context.Context, name string, ahead repo.Warm, q Q, fn rule[Q, R]) (R, error) {
 	var res R
-	err := e.com.submit(ctx, name, func(ctx context.Context, ts int64) error {
+	err := e.com.submitAhead(ctx, name, ahead, func(ctx context.Context, ts int64) error {
 		var err error
 		res, err = exec(e.r, ctx, ts, q, fn)
 		return err
@@ -269,7 +274,7 @@ func (e *Engine) Acquire(ctx context.Context, q lk.AcquireRequest, wait time.Dur
 		news, done = e.waits.subscribe(q.Client, q.Lock)
 		defer done()
 	}
-	res, err := call(e, ctx, "acquire", q, service.Acquire)
+	res, err := callAhead(e, ctx, "acquire", e.ahead(q), q, service.Acquire)
 	if err == nil && wait > 0 && res.Outcome == lk.Queued {
 		res, err = await(e, ctx, q.Client, q.Lock, wait, news, res)
 		if err != nil && !errors.Is(err, context.Canceled) {
@@ -428,4 +433,13 @@ func logDatabase(ctx context.Context, log *slog.Logger, r *runner, path string) 
 	}
 	log.Info("database", where, clock, clockUTC, slog.Int64("locks", sum.Locks), slog.Int64("highest_token", sum.HighestToken))
 	return nil
+}
+
+// ahead is an acquire's first read, sent ahead with its group's first
+// round trip where a round trip is what an operation costs (PostgreSQL).
+func (e *Engine) ahead(q lk.AcquireRequest) repo.Warm {
+	if e.r.peers == nil {
+		return repo.Warm{}
+	}
+	return service.AcquireAhead(&e.r.cfg, q)
 }

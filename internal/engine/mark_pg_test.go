@@ -40,7 +40,7 @@ func TestMarkPostgresRollback(t *testing.T) {
 	// The restore: the event counter and the lock's tokens back to the start.
 	r := openTestRunner(t, dsn)
 	r.mu.Lock()
-	tx, err := r.begin(ctx)
+	tx, err := r.begin(ctx, repo.Warm{})
 	if err == nil {
 		c := r.st.Counters
 		c.EventID = 1
