@@ -8,9 +8,9 @@ package repo
 // kept. When the operation then asks for that very read, and the
 // transaction has run nothing in between, it gets the rows kept: the same
 // rows, since the read ran under the same lock, at READ COMMITTED, with no
-// write of this transaction after it. Anything else the transaction runs
-// first (a lapse that retires leases, another operation, a different read)
-// drops them, and the read goes out as it would have.
+// write of this transaction after it. Any statement the transaction runs
+// first (a lapse that retires leases, a pruning, a different read) drops
+// them, and the read goes out as it would have.
 
 import (
 	"reflect"
@@ -59,6 +59,9 @@ func keepAll(br pgx.BatchResults, k *keptRows, types *pgtype.Map) error {
 		return err
 	}
 	defer rows.Close()
+	// The writer's connection's types, used after the batch to scan the
+	// rows kept: the connection is pinned to the DB and used by one
+	// transaction at a time.
 	k.types = types
 	k.fields = append([]pgconn.FieldDescription(nil), rows.FieldDescriptions()...)
 	for rows.Next() {

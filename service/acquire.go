@@ -136,5 +136,8 @@ func withNext(cfg *Config, mode lk.Mode) bool { return cfg.Explain && mode == lk
 // send ahead with its transaction's first round trip (repo.Warm): the
 // request's state, read before anything else the operation does.
 func AcquireAhead(cfg *Config, req lk.AcquireRequest) repo.Warm {
+	if req.Validate() != nil {
+		return repo.Warm{} // Acquire refuses it before any read
+	}
 	return repo.WarmRequestState(req.Client, req.Lock, withNext(cfg, req.Mode), cfg.History.keep(), maxPredecessors)
 }

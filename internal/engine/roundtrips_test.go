@@ -107,6 +107,15 @@ func TestAcquireAhead(t *testing.T) {
 			if res.Outcome != lk.Granted || res.Token != int64(j+1) {
 				t.Fatalf("%s: %s's acquire: %s token %d, want granted %d", mode, c, res.Outcome, res.Token, j+1)
 			}
+			// The predecessors come with the state read ahead, for an
+			// exclusive grant: the rows kept, scanned.
+			if j > 0 {
+				prev := []string{"a", "a2", "b"}[j-1]
+				if p := res.Predecessors; len(p) != 1 || p[0].Token != int64(j) || p[0].Client == nil ||
+					*p[0].Client != prev || p[0].Ended != lk.EndReleased || p[0].EndedAt != ts {
+					t.Errorf("%s: %s's predecessors: %+v, want %s's token %d released at %d", mode, c, p, prev, j, ts)
+				}
+			}
 			if j < 3 {
 				if _, err := exec(r, ctx, ts, lk.ReleaseRequest{Client: c, Lock: l}, service.Release); err != nil {
 					t.Fatal(err)
