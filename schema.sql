@@ -103,8 +103,6 @@ CREATE INDEX grants_ended_by_lock_order ON grants_ended (lock, ended_after_token
 
 CREATE INDEX grants_ended_by_client ON grants_ended (client, granted_at, lock, token);
 
-CREATE INDEX grants_ended_by_end ON grants_ended (ended_at);
-
 CREATE VIEW grants AS
     SELECT lock, token, client, mode, granted_at, expires_at,
            NULL AS ended_at, NULL AS ended, NULL AS ended_after_token FROM leases

@@ -6,10 +6,10 @@ package repo
 //
 //   - leases: a live grant's history row is its lease's row. A grant writes
 //     no other row, and a renew none at all.
-//   - grants_ended: the grants that ended, appended in sequence, with the
-//     indexes the readers range over: by lock and token, by lock in end
-//     order, by client, and by ended_at. An end writes the table's last
-//     page and an entry in each index; nothing moves afterwards.
+//   - grants_ended: the grants that ended, appended in sequence (seq), with
+//     the indexes the readers range over: by lock and token, by lock in end
+//     order, and by client. An end writes the table's last page and an
+//     entry in each index; nothing moves afterwards.
 //
 // Every read here reads both (history.go for the pages of the API,
 // explain.go for the answers that say why), and the view grants puts them
@@ -20,8 +20,8 @@ package repo
 // tokens up to T-keep, through grants_ended_by_lock, which holds ended rows
 // only, so that it reads no more than the rows it deletes, and no live
 // lease's row, however many shared holders the lock has. By age, ended
-// rows whose ended_at is older than a bound go in small batches
-// (GrantsPruneEndedBefore).
+// rows whose ended_at is older than a bound go in small batches, in the
+// order they were recorded (GrantsPruneEndedBefore).
 
 import (
 	"database/sql"
@@ -106,12 +106,18 @@ func GrantsPruneLock(tx *Tx, lock string, lastToken, keep int64) error {
 	return tx.write(qGrantsPruneLock, lock, lastToken-keep)
 }
 
-// A range of grants_ended_by_end, from its start.
+// The first rows of grants_ended in sequence, a range of its key: no index
+// on ended_at, whose entry every end would write (migration 00012).
 var qGrantsPruneEndedBefore = portable("GrantsPruneEndedBefore", `DELETE FROM grants_ended WHERE seq IN
-		(SELECT seq FROM grants_ended WHERE ended_at < ? ORDER BY ended_at LIMIT ?)`)
+		(SELECT seq FROM grants_ended ORDER BY seq LIMIT ?2) AND ended_at < ?1`)
 
-// GrantsPruneEndedBefore deletes up to limit rows of leases that ended
-// before `before`, oldest first, and reports how many it deleted.
+// GrantsPruneEndedBefore deletes, among the first limit rows of
+// grants_ended in the order they were recorded, those of leases that ended
+// before `before`, and reports how many it deleted. Rows are recorded in
+// nearly the order they end (a lapse noticed late comes after later ends),
+// so a row that ended before `before` but was recorded limit rows or more
+// after younger ones waits for them: it goes late, never early. Fewer than
+// limit means that the oldest rows are not all past `before`.
 func GrantsPruneEndedBefore(tx *Tx, before int64, limit int) (int64, error) {
 	return tx.affected(qGrantsPruneEndedBefore, before, limit)
 }

@@ -298,3 +298,60 @@ func readTx(t *testing.T, path string) (tx *Tx, done func()) {
 	}
 	return tx, func() { tx.Rollback(); d.Close() }
 }
+
+// TestGrantsPruneEndedBefore: pruning by age goes through the rows in the
+// order they were recorded, a batch at a time, and deletes only those that
+// ended before the bound: one recorded a batch or more after younger ones
+// (a lapse noticed late) waits for them.
+func TestGrantsPruneEndedBefore(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range migrationCases {
+		t.Run(c.name, func(t *testing.T) {
+			path, db, _ := c.at(t, 12)
+			if _, err := db.ExecContext(ctx, `INSERT INTO grants_ended
+				(lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token) VALUES
+				('L', 1, 'a', 'exclusive', 0, 50, 10, 'released', 1),
+				('L', 2, 'a', 'exclusive', 10, 60, 20, 'released', 2),
+				('M', 1, 'b', 'exclusive', 0, 900, 500, 'released', 1),
+				('N', 1, 'b', 'exclusive', 0, 900, 600, 'released', 1),
+				('L', 3, 'c', 'exclusive', 5, 15, 15, 'lapsed', 3),
+				('L', 4, 'a', 'exclusive', 20, 90, 30, 'released', 4)`); err != nil {
+				t.Fatal(err)
+			}
+			tx, done := readTx(t, path)
+			defer done()
+			left := func() string {
+				t.Helper()
+				var out []string
+				err := tx.each(qGrantsOfLockTokens, nil, func(scan func(...any) error) error {
+					var lock string
+					var token int64
+					err := scan(&lock, &token)
+					out = append(out, fmt.Sprintf("%s/%d", lock, token))
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return strings.Join(out, " ")
+			}
+			for _, step := range []struct {
+				n    int64
+				left string
+			}{
+				{2, "M/1 N/1 L/3 L/4"}, // the first two, both past 100
+				{0, "M/1 N/1 L/3 L/4"}, // the next two are not, and L/3 and L/4 wait
+			} {
+				n, err := GrantsPruneEndedBefore(tx, 100, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := left(); n != step.n || got != step.left {
+					t.Errorf("pruned %d, left %q; want %d, %q", n, got, step.n, step.left)
+				}
+			}
+		})
+	}
+}
+
+var qGrantsOfLockTokens = portable("test.GrantsEndedInSequence", `SELECT lock, token FROM grants_ended ORDER BY seq`)
