@@ -302,32 +302,39 @@ func readTx(t *testing.T, path string) (tx *Tx, done func()) {
 // TestGrantsPruneEndedBefore: pruning by age goes through the rows in the
 // order they were recorded, a batch at a time, and deletes only those that
 // ended before the bound: one recorded a batch or more after younger ones
-// (a lapse noticed late) waits for them.
+// (a lapse noticed late) waits for them, and goes with them.
 func TestGrantsPruneEndedBefore(t *testing.T) {
 	ctx := context.Background()
+	const batch = GrantsPruneBatch
 	for _, c := range migrationCases {
 		t.Run(c.name, func(t *testing.T) {
 			path, db, _ := c.at(t, 12)
-			if _, err := db.ExecContext(ctx, `INSERT INTO grants_ended
-				(lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token) VALUES
-				('L', 1, 'a', 'exclusive', 0, 50, 10, 'released', 1),
-				('L', 2, 'a', 'exclusive', 10, 60, 20, 'released', 2),
-				('M', 1, 'b', 'exclusive', 0, 900, 500, 'released', 1),
-				('N', 1, 'b', 'exclusive', 0, 900, 600, 'released', 1),
-				('L', 3, 'c', 'exclusive', 5, 15, 15, 'lapsed', 3),
-				('L', 4, 'a', 'exclusive', 20, 90, 30, 'released', 4)`); err != nil {
-				t.Fatal(err)
+			// In the order recorded: batch+44 rows of L that ended at 10, a
+			// batch of M's at 500, then 10 of N's at 15.
+			for _, rows := range []struct {
+				lock    string
+				n       int
+				endedAt int
+			}{{"L", batch + 44, 10}, {"M", batch, 500}, {"N", 10, 15}} {
+				q := fmt.Sprintf(`INSERT INTO grants_ended
+					(lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)
+					WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d)
+					SELECT '%s', i, 'c', 'exclusive', 0, %d, %d, 'released', i FROM n ORDER BY i`,
+					rows.n, rows.lock, rows.endedAt, rows.endedAt)
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
 			}
 			tx, done := readTx(t, path)
 			defer done()
 			left := func() string {
 				t.Helper()
 				var out []string
-				err := tx.each(qGrantsOfLockTokens, nil, func(scan func(...any) error) error {
+				err := tx.each(qGrantsEndedByLock, nil, func(scan func(...any) error) error {
 					var lock string
-					var token int64
-					err := scan(&lock, &token)
-					out = append(out, fmt.Sprintf("%s/%d", lock, token))
+					var n int64
+					err := scan(&lock, &n)
+					out = append(out, fmt.Sprintf("%s:%d", lock, n))
 					return err
 				})
 				if err != nil {
@@ -336,22 +343,65 @@ func TestGrantsPruneEndedBefore(t *testing.T) {
 				return strings.Join(out, " ")
 			}
 			for _, step := range []struct {
-				n    int64
-				left string
+				before, n int64
+				left      string
 			}{
-				{2, "M/1 N/1 L/3 L/4"}, // the first two, both past 100
-				{0, "M/1 N/1 L/3 L/4"}, // the next two are not, and L/3 and L/4 wait
+				{100, batch, "L:44 M:256 N:10"}, // a batch of L's
+				{100, 44, "M:256 N:10"},         // the rest of L's, and none of M's
+				{100, 0, "M:256 N:10"},          // N's wait behind M's
+				{1000, batch, "N:10"},
+				{1000, 10, ""},
 			} {
-				n, err := GrantsPruneEndedBefore(tx, 100, 2)
+				n, err := GrantsPruneEndedBefore(tx, step.before)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got := left(); n != step.n || got != step.left {
-					t.Errorf("pruned %d, left %q; want %d, %q", n, got, step.n, step.left)
+					t.Errorf("before %d: pruned %d, left %q; want %d, %q", step.before, n, got, step.n, step.left)
 				}
 			}
 		})
 	}
 }
 
-var qGrantsOfLockTokens = portable("test.GrantsEndedInSequence", `SELECT lock, token FROM grants_ended ORDER BY seq`)
+var qGrantsEndedByLock = portable("test.GrantsEndedByLock", `SELECT lock, count(*) FROM grants_ended GROUP BY lock ORDER BY lock`)
+
+// TestGrantsPruneUsesKey: on PostgreSQL, whose prepared statements may run
+// a generic plan, pruning by age walks grants_ended's key for its batch,
+// and never scans the table, however many rows it has.
+func TestGrantsPruneUsesKey(t *testing.T) {
+	ctx := context.Background()
+	d, err := Open(ctx, pgtest.DSN(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, q := range []string{
+		`INSERT INTO grants_ended (lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)
+			SELECT 'L' || (i % 100), i, 'c' || (i % 50), 'exclusive', i, i + 30, i + 10, 'released', i
+			FROM generate_series(1, 20000) AS i`,
+		`ANALYZE grants_ended`,
+		`SET plan_cache_mode = force_generic_plan`,
+		`PREPARE prune(bigint) AS ` + d.texts[qGrantsPruneEndedBefore],
+	} {
+		if _, err := d.conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var plan []string
+	rows, err := d.conn.QueryContext(ctx, `EXPLAIN EXECUTE prune(15000)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	rows.Close()
+	if text := strings.Join(plan, "\n"); strings.Contains(text, "Seq Scan") || !strings.Contains(text, "Index") {
+		t.Errorf("the prune's generic plan scans grants_ended:\n%s", text)
+	}
+}

@@ -44,20 +44,19 @@ func (r HistoryRetention) days() int64 {
 	return r.Days
 }
 
-// historyPruneBatch is how many rows past their days one operation deletes
-// at most, and historyPruneEvery how often (in the service's seconds) it
-// looks while it finds fewer: small batches, so that no operation, and no
+// historyPruneEvery is how often (in the service's seconds) an operation
+// looks for rows past their days while it finds fewer than a batch
+// (repo.GrantsPruneBatch): small batches, so that no operation, and no
 // group commit, waits long behind the pruning.
-const (
-	historyPruneBatch = 256
-	historyPruneEvery = 60
-)
+const historyPruneEvery = 60
 
 // pruneHistory deletes a batch of rows that ended more than Days before ts,
 // when it is time to look (State.PruneAt). A full batch means there may be
-// more: the next operation looks again. It costs an operation nothing
-// between looks; the server's lapse timer and every request make the
-// operations.
+// more: the next operation looks again. A partial one means that the
+// oldest rows recorded are not all past their days (repo: rows are pruned
+// in the order they were recorded), and the next look is a minute later.
+// It costs an operation nothing between looks; the server's lapse timer
+// and every request make the operations.
 func pruneHistory(op *Op) error {
 	ts, days := op.Now, op.Config.History.days()
 	if ts < op.State.PruneAt {
@@ -67,7 +66,7 @@ func pruneHistory(op *Op) error {
 	if ts < math.MinInt64+days*86400 {
 		before = math.MinInt64
 	}
-	n, err := repo.GrantsPruneEndedBefore(op.Tx, before, historyPruneBatch)
+	n, err := repo.GrantsPruneEndedBefore(op.Tx, before)
 	if err != nil {
 		return err
 	}
@@ -76,7 +75,7 @@ func pruneHistory(op *Op) error {
 		return err
 	}
 	op.State.PruneAt = ts
-	if n < historyPruneBatch && !moreAborts {
+	if n < repo.GrantsPruneBatch && !moreAborts {
 		op.State.PruneAt = lk.AddTime(ts, historyPruneEvery)
 	}
 	return nil
