@@ -53,6 +53,7 @@ type DB struct {
 	conn    *sqlx.Conn
 	dialect dialect
 	texts   []string        // every registered statement's text for dialect, by statement
+	pure    []bool          // which of them change nothing (warm.go)
 	pgcfg   *pgx.ConnConfig // PostgreSQL only: for Listen's own connection
 	// lockTimeout: PostgreSQL only, whether the writer's connection gets
 	// ServiceLockTimeout (false when the URL sets lock_timeout).
@@ -82,7 +83,7 @@ func newDB(sdb *sqlx.DB, conn *sqlx.Conn, d dialect) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{db: sdb, conn: conn, dialect: d, texts: texts, stmts: make([]*sqlx.Stmt, len(texts))}, nil
+	return &DB{db: sdb, conn: conn, dialect: d, texts: texts, stmts: make([]*sqlx.Stmt, len(texts)), pure: pureReads(texts)}, nil
 }
 
 // IsPostgres reports whether Open takes dsn for a PostgreSQL database: a
@@ -292,9 +293,10 @@ type Tx struct {
 	// pending are the writes not sent yet, BEGIN first until the first
 	// read, where the database pipelines (pipeline.go).
 	pending []queued
-	// kept are the rows of reads sent ahead (warm.go), until the next
-	// statement.
-	kept *kept
+	// ahead are reads to go with the next batch, and kept the rows of
+	// those sent, until taken or dropped (warm.go).
+	ahead []*warm
+	kept  []*kept
 }
 
 // Begin starts a write transaction. On SQLite it takes the write lock at
@@ -325,6 +327,8 @@ var (
 // setting allows); where the database pipelines, the writes not sent yet go
 // with it.
 func (tx *Tx) Commit() error {
+	clear(tx.ahead) // nobody will ask for them
+	tx.ahead = tx.ahead[:0]
 	if err := tx.write(qCommit); err != nil {
 		return err
 	}
@@ -369,7 +373,6 @@ func (tx *Tx) has(s statement) bool { return tx.d.texts[s] != "" }
 
 // prepared returns statement s, prepared once per connection.
 func (tx *Tx) prepared(s statement) (*sqlx.Stmt, error) {
-	tx.kept = nil
 	if p := tx.d.stmts[s]; p != nil {
 		return p, nil
 	}
@@ -391,6 +394,7 @@ func (tx *Tx) exec(q statement, args ...any) (sql.Result, error) {
 	if err := tx.flush(); err != nil {
 		return nil, err
 	}
+	tx.invalidate(q, args)
 	s, err := tx.prepared(q)
 	if err != nil {
 		return nil, err
@@ -410,6 +414,7 @@ func (tx *Tx) row(q statement, args []any, dest ...any) (bool, error) {
 		var found bool
 		return found, tx.batch(readRow(q, args, &found, dest...))
 	}
+	tx.invalidate(q, args)
 	s, err := tx.prepared(q)
 	if err != nil {
 		return false, err
@@ -436,6 +441,7 @@ func (tx *Tx) each(q statement, args []any, fn func(scan func(...any) error) err
 	if len(tx.pending) > 0 {
 		return tx.batch(read{q: q, args: args, fn: fn})
 	}
+	tx.invalidate(q, args)
 	s, err := tx.prepared(q)
 	if err != nil {
 		return err
@@ -466,6 +472,7 @@ func (tx *Tx) selectAll(dest any, q statement, args ...any) error {
 	if err := tx.flush(); err != nil {
 		return err
 	}
+	tx.invalidate(q, args)
 	s, err := tx.prepared(q)
 	if err != nil {
 		return err

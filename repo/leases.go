@@ -59,16 +59,39 @@ func LeaseRenew(tx *Tx, lock, client string, expiresAt int64) (token, grantedAt 
 
 var qLeaseEndOne = perDialect("LeaseEnd.one", dialect.leaseEnd)
 
+// qLeaseEndAhead reads what LeaseEnd.one returns, without the end.
+var qLeaseEndAhead = portable("LeaseEndAhead", `SELECT l.mode, l.token, l.granted_at, l.expires_at, k.queue_length
+		FROM leases l JOIN locks k ON k.name = l.lock WHERE l.lock = ?1 AND l.client = ?2`)
+
+// WarmLeaseEnd is the read of LeaseEnd for client and lock, where the
+// database pipelines (warm.go).
+func WarmLeaseEnd(client, lock string) Warm {
+	return Warm{&warm{reads: []read{{q: qLeaseEndAhead, args: []any{lock, client}}}, lock: lock, client: client}}
+}
+
 // LeaseEnd removes client's lease on lock and ends its grant's row, how at
 // instant at (a release, revoke or abort), and returns the lease; found is
 // false when there was none. waiting is how many wait for the lock where
 // the one statement of the dialect reads it (PostgreSQL: a hand-over that
 // finds none needs no read of the queue, a round trip less), -1 where it
 // is not known.
+//
+// Where the lease and the count were read ahead (WarmLeaseEnd), the end
+// is only queued, to go with the transaction's next batch: the rows kept
+// are the rows it would delete and read.
 func LeaseEnd(tx *Tx, lock, client string, how lk.Ending, at int64) (l LeaseRow, waiting int64, found bool, err error) {
 	if tx.has(qLeaseEndOne) {
 		l.Lock, l.Client = lock, client
-		found, err = tx.row(qLeaseEndOne, []any{lock, client, how, at}, &l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt, &waiting)
+		args := []any{lock, client, how, at}
+		taken, err := tx.takeKept([]read{readRow(qLeaseEndAhead, []any{lock, client}, &found,
+			&l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt, &waiting)})
+		if taken {
+			if err == nil && found {
+				err = tx.write(qLeaseEndOne, args...)
+			}
+			return l, waiting, found, err
+		}
+		found, err = tx.row(qLeaseEndOne, args, &l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt, &waiting)
 		return l, waiting, found, err
 	}
 	if l, found, err = LeaseTake(tx, lock, client); err != nil || !found {

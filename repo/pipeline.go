@@ -38,7 +38,12 @@ type queued struct {
 // write runs a statement whose result nobody reads: at once, or, where the
 // database pipelines, with the transaction's next read or its COMMIT.
 func (tx *Tx) write(q statement, args ...any) error {
-	tx.kept = nil
+	tx.invalidate(q, args)
+	return tx.writeKnown(q, args...)
+}
+
+// writeKnown is write once the rows kept that q changes are dropped.
+func (tx *Tx) writeKnown(q statement, args ...any) error {
 	if tx.d.dialect.pipelines() {
 		if tx.d.texts[q] == "" {
 			return errors.New("statement " + q.String() + ": " + tx.d.dialect.String() + " has none")
@@ -93,12 +98,25 @@ func (tx *Tx) flush() error {
 	return tx.batch()
 }
 
-// batch sends the queued writes and rs as one pgx batch, and scans rs's
-// rows.
+// batch sends the queued writes, rs and the reads ahead as one pgx batch,
+// scans rs's rows and keeps the others'.
 func (tx *Tx) batch(rs ...read) error {
-	tx.kept = nil
+	for _, r := range rs {
+		tx.invalidate(r.q, r.args)
+	}
 	pending := tx.pending
 	tx.pending = tx.pending[:0]
+	var ks []*kept
+	rs = rs[:len(rs):len(rs)] // the caller's array stays as it is
+	for _, w := range tx.ahead {
+		k := &kept{w: w, results: make([]keptRows, len(w.reads))}
+		for i, r := range w.reads {
+			rs = append(rs, k.results[i].read(r))
+		}
+		ks = append(ks, k)
+	}
+	clear(tx.ahead)
+	tx.ahead = tx.ahead[:0]
 	if tx.d.stats != nil {
 		for _, r := range rs {
 			defer tx.d.track(r.q, time.Now())
@@ -135,6 +153,9 @@ func (tx *Tx) batch(rs ...read) error {
 		}
 		return br.Close()
 	})
+	if err == nil {
+		tx.kept = append(tx.kept, ks...)
+	}
 	return tx.d.failed(err)
 }
 

@@ -66,13 +66,18 @@ var (
 
 // QueueGrantThrough records that lock's first `granted` waiters, the entries
 // up to position `through`, became holders: they leave the queue, and the
-// lock's counter moves past their tokens.
-func QueueGrantThrough(tx *Tx, lock string, through, granted int64) error {
-	if err := tx.write(qQueueGrantThrough, lock, through); err != nil {
+// lock's counter moves past their tokens. waiters are their clients.
+func QueueGrantThrough(tx *Tx, lock string, through, granted int64, waiters []string) error {
+	var err error
+	if int64(len(waiters)) == granted {
+		err = tx.writeAbout(lock, waiters, qQueueGrantThrough, lock, through)
+	} else {
+		err = tx.write(qQueueGrantThrough, lock, through) // drops every read kept
+	}
+	if err != nil {
 		return err
 	}
-	err := tx.write(qQueueGrantThroughCounter, granted, granted, lock)
-	return err
+	return tx.write(qQueueGrantThroughCounter, granted, granted, lock)
 }
 
 // qQueueRank counts from whichever end of the queue is nearer to the

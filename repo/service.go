@@ -68,7 +68,7 @@ type Locked struct {
 // statement could return a time as old as that wait; the statements of a
 // batch run one after the other. The caller never lets it fall behind the
 // stored clock.
-func ServiceRowLock(tx *Tx, ahead Warm) (Locked, error) {
+func ServiceRowLock(tx *Tx, ahead ...Warm) (Locked, error) {
 	var l Locked
 	var clock, earliest sql.NullInt64
 	q := qLockServiceRow
@@ -79,17 +79,8 @@ func ServiceRowLock(tx *Tx, ahead Warm) (Locked, error) {
 	rs := []read{readRow(q, nil, &found, &clock, &l.LastClientAge, &l.EventID),
 		readRow(qLockClock, nil, &found, &l.DBNow),
 		readRow(qLeasesEarliestExpiry, nil, &found, &earliest)}
-	var k *kept
-	if len(ahead.reads) > 0 && tx.d.dialect.pipelines() {
-		k = &kept{reads: ahead.reads, results: make([]keptRows, len(ahead.reads))}
-		for i, r := range ahead.reads {
-			rs = append(rs, k.results[i].read(r))
-		}
-	}
+	tx.SendAhead(ahead...)
 	err := tx.reads(rs...)
-	if err == nil {
-		tx.kept = k
-	}
 	l.Clock, l.ClockSet = clock.Int64, clock.Valid
 	l.EarliestExpiry = math.MaxInt64
 	if earliest.Valid {

@@ -155,7 +155,13 @@ func (h *handOver) apply() error {
 	if h.granted == 0 {
 		return nil
 	}
-	if err := repo.QueueGrantThrough(h.tx, h.lock, h.lastPosition, h.granted); err != nil {
+	waiters := make([]string, 0, h.granted)
+	for _, gs := range [][]repo.LeaseRow{h.survivors, h.lapsedHere} {
+		for _, g := range gs {
+			waiters = append(waiters, g.Client)
+		}
+	}
+	if err := repo.QueueGrantThrough(h.tx, h.lock, h.lastPosition, h.granted, waiters); err != nil {
 		return err
 	}
 	for _, l := range h.survivors {

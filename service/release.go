@@ -45,6 +45,15 @@ func Release(op *Op, req lk.ReleaseRequest) (lk.ReleaseResult, error) {
 	return lk.ReleaseResult{Outcome: lk.Withdrawn}, promote(op, lock, ts)
 }
 
+// ReleaseAhead is the first read Release makes for req, for the runtime
+// to send ahead (repo.Warm): the lease and the lock's waiters' count.
+func ReleaseAhead(req lk.ReleaseRequest) repo.Warm {
+	if req.Validate() != nil {
+		return repo.Warm{} // Release refuses it before any read
+	}
+	return repo.WarmLeaseEnd(req.Client, req.Lock)
+}
+
 // Revoke ends client's live lease on lock now, as a release by the holder
 // would: the lock is handed over at op.Now (L3, S3) and the next grant's
 // higher token fences out the revoked holder. It returns lk.ErrNotHolder

@@ -31,6 +31,9 @@ var caughtBy = map[string][]string{
 	// With commit-then-fail: operations that committed, answered "applied":
 	// false, which the recording client trusts.
 	failpoint.WrongNotApplied: {validate.CheckLinearization, validate.CheckTokenUnique, validate.CheckLostWrite, validate.CheckExclusive},
+	// Operations decide on rows read before an earlier operation of their
+	// group changed them (a hand-over, a lapse retired).
+	failpoint.WarmSurvivesWrite: {validate.CheckLinearization, validate.CheckExclusive, validate.CheckTokenUnique, validate.CheckLapse, validate.CheckWake},
 }
 
 // racy names the failpoints whose fault shows only when a race goes one

@@ -174,7 +174,7 @@ var _ = register(scenario{
 		}
 		return r
 	},
-	catches: []string{failpoint.SkipServiceLock},
+	catches: []string{failpoint.SkipServiceLock, failpoint.WarmSurvivesWrite},
 })
 
 // requireBothServersWorked: each of the first n servers granted something.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,8 @@ type committer struct {
 	calls chan *pending
 	done  chan struct{} // closed when the loop has stopped
 
+	seenLocks, seenClients []string // window's
+
 	lastTS atomic.Int64 // the last ts used; never decreases
 	// dbClock: time is the common database's clock, not this machine's;
 	// offset is how far the database's clock was ahead of this machine's
@@ -56,8 +59,10 @@ var ErrClosed = errors.New("engine closed")
 // pending is one operation waiting for the committer: exec runs it at the ts
 // the committer gives it.
 type pending struct {
-	name  string    // for the log
-	ahead repo.Warm // its first read, sent ahead when it opens a group
+	name string // for the log
+	// ahead is its first read, sent ahead of it (window), and the lock and
+	// client it is about; zero where neither is known.
+	ahead repo.Warm
 	exec  func(ctx context.Context, ts int64) error
 	err   error
 	done  chan struct{}
@@ -120,10 +125,8 @@ func (c *committer) loop() {
 		ctx := context.WithoutCancel(c.ctx)
 		start, trips := time.Now(), c.r.db.RoundTrips()
 		answered := false
-		err := c.r.groupRunAhead(ctx, first.ahead, func() {
-			for _, cl := range group {
-				c.run(ctx, cl)
-			}
+		err := c.r.groupRunAhead(ctx, c.window(group, 0), func() {
+			c.runAll(ctx, group)
 			if failpoint.Enabled(failpoint.AnswerBeforeCommit) {
 				// The fault: answers sent for a transaction not yet
 				// durable; the sleep widens the window a kill -9 needs.
@@ -155,6 +158,45 @@ func (c *committer) loop() {
 			}
 			close(cl.done)
 		}
+	}
+}
+
+// aheadWindow bounds how many operations' first reads go ahead at once.
+const aheadWindow = 32
+
+// window is what goes ahead before group[i] runs (PostgreSQL, where each
+// read is a round trip): the first reads of the operations from i on,
+// stopping at one whose lock and client are not known, and at
+// aheadWindow. A read is left out when an operation before it in the
+// window names its lock or its client: that one's writes would drop its
+// rows (repo.Tx.SendAhead), so it goes out once that one has run. The
+// reads that do go are still dropped by whatever changes them.
+func (c *committer) window(group []*pending, i int) []repo.Warm {
+	var ws []repo.Warm
+	locks, clients := c.seenLocks[:0], c.seenClients[:0]
+	for j := i; j < len(group) && j < i+aheadWindow; j++ {
+		lock, client, ok := group[j].ahead.Key()
+		if !ok {
+			break
+		}
+		if !slices.Contains(locks, lock) && !slices.Contains(clients, client) ||
+			failpoint.Enabled(failpoint.WarmSurvivesWrite) { // the fault: all go, and stay
+			ws = append(ws, group[j].ahead)
+		}
+		locks, clients = append(locks, lock), append(clients, client)
+	}
+	c.seenLocks, c.seenClients = locks, clients
+	return ws
+}
+
+// runAll runs group's calls in order, in the open group, each with the
+// reads of those after it that can go ahead.
+func (c *committer) runAll(ctx context.Context, group []*pending) {
+	for i, cl := range group {
+		if i > 0 {
+			c.r.sendAhead(c.window(group, i))
+		}
+		c.run(ctx, cl)
 	}
 }
 

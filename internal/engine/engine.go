@@ -294,7 +294,11 @@ func (e *Engine) Renew(ctx context.Context, q lk.RenewRequest) (lk.RenewResult, 
 
 // Release releases a lease or withdraws a queued request (L7).
 func (e *Engine) Release(ctx context.Context, q lk.ReleaseRequest) (lk.ReleaseResult, error) {
-	return call(e, ctx, "release", q, service.Release)
+	var ahead repo.Warm
+	if e.r.peers != nil {
+		ahead = service.ReleaseAhead(q)
+	}
+	return callAhead(e, ctx, "release", ahead, q, service.Release)
 }
 
 // Holds reports whether client holds a live lease on lock, or, with

@@ -258,7 +258,7 @@ func (r *runner) useMark(ctx context.Context, path string, accept bool, log func
 func (r *runner) moveCounters(ctx context.Context, to markCounters) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	tx, err := r.begin(ctx, repo.Warm{})
+	tx, err := r.begin(ctx)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
@@ -88,7 +89,7 @@ func TestAcquireAhead(t *testing.T) {
 			w = service.AcquireAhead(&r.cfg, q)
 		}
 		before := r.db.RoundTrips()
-		gerr := r.groupRunAhead(ctx, w, func() {
+		gerr := r.groupRunAhead(ctx, []repo.Warm{w}, func() {
 			res, err = exec(r, ctx, ts, q, service.Acquire)
 		})
 		if err != nil || gerr != nil {
@@ -130,5 +131,130 @@ func TestAcquireAhead(t *testing.T) {
 		if res, _ := acquire(ts+10, lk.AcquireRequest{Client: "c", Lock: l, TTL: 5, Mode: lk.Exclusive}, true); res.Outcome != lk.Granted || res.Token != 5 {
 			t.Errorf("%s: an acquire after a lapse in its own operation: %s token %d, want granted 5", mode, res.Outcome, res.Token)
 		}
+	}
+}
+
+// TestReadsAhead: on PostgreSQL, the reads that go ahead of their
+// operations (repo/warm.go) save a round trip each when nothing changed
+// their rows, and are dropped when something did: another operation's
+// write to their lock or client, or a statement whose rows are not known
+// (a lapse retired). Each group here sends its reads at BEGIN, past the
+// committer's window, which would hold some of them back.
+func TestReadsAhead(t *testing.T) {
+	ctx := context.Background()
+	r := openTestRunner(t, pgtest.DSN(t))
+	r.cfg.Explain = true
+	r.numbered = true
+	c := &committer{r: r, clock: NewManualClock(time.Unix(1000, 0))}
+	acq := func(client, lock string, ttl int64, res *lk.AcquireResult) *pending {
+		q := lk.AcquireRequest{Client: client, Lock: lock, TTL: ttl, Mode: lk.Exclusive}
+		return &pending{ahead: service.AcquireAhead(&r.cfg, q), exec: func(ctx context.Context, ts int64) (err error) {
+			*res, err = exec(r, ctx, ts, q, service.Acquire)
+			return err
+		}}
+	}
+	rel := func(client, lock string, res *lk.ReleaseResult) *pending {
+		q := lk.ReleaseRequest{Client: client, Lock: lock}
+		return &pending{ahead: service.ReleaseAhead(q), exec: func(ctx context.Context, ts int64) (err error) {
+			*res, err = exec(r, ctx, ts, q, service.Release)
+			return err
+		}}
+	}
+	// run runs group as the committer does, with every read sent at BEGIN
+	// if all, else as the window lets them go, and returns its round trips.
+	run := func(ts int64, all bool, group ...*pending) int64 {
+		t.Helper()
+		c.clock = NewManualClock(time.Unix(ts, 0))
+		ahead := c.window(group, 0)
+		if all {
+			ahead = nil
+			for _, p := range group {
+				ahead = append(ahead, p.ahead)
+			}
+		}
+		before := r.db.RoundTrips()
+		if err := r.groupRunAhead(ctx, ahead, func() { c.runAll(ctx, group) }); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range group {
+			if p.err != nil {
+				t.Fatal(p.err)
+			}
+		}
+		return r.db.RoundTrips() - before
+	}
+
+	// A grant on the lock drops the rows that the second acquire read
+	// ahead, which show it free.
+	var a, b lk.AcquireResult
+	run(1000, true, acq("a", "L1", 30, &a), acq("b", "L1", 30, &b))
+	if a.Outcome != lk.Granted || b.Outcome != lk.Queued {
+		t.Errorf("two acquires of one lock in a group: %s and %s, want granted and queued", a.Outcome, b.Outcome)
+	}
+	// A grant to the client drops the rows its release read ahead, which
+	// show no lease.
+	var p lk.AcquireResult
+	var pr lk.ReleaseResult
+	run(1000, true, acq("p", "L4", 30, &p), rel("p", "L4", &pr))
+	if p.Outcome != lk.Granted || pr.Outcome != lk.Released {
+		t.Errorf("an acquire and a release of it in a group: %s and %s, want granted and released", p.Outcome, pr.Outcome)
+	}
+	// The first operation retires a lapsed lease of L2 before its own
+	// read: the rows that the second read ahead still show it held.
+	var h, x, y lk.AcquireResult
+	run(1000, false, acq("h", "L2", 5, &h))
+	run(1010, true, acq("x", "L3", 30, &x), acq("y", "L2", 30, &y))
+	if h.Outcome != lk.Granted || y.Outcome != lk.Granted || y.Token != 2 {
+		t.Errorf("an acquire of a lock whose lease lapsed earlier in its group: %s token %d, want granted 2", y.Outcome, y.Token)
+	}
+	// A release hands L5 over to its waiter, which the rows its acquire
+	// of L6 read ahead still show waiting for L5.
+	var h5, w5, w6 lk.AcquireResult
+	var r5 lk.ReleaseResult
+	run(1020, false, acq("h5", "L5", 30, &h5), acq("w5", "L5", 30, &w5))
+	run(1020, true, rel("h5", "L5", &r5), acq("w5", "L6", 30, &w6))
+	if w5.Outcome != lk.Queued || r5.Outcome != lk.Released || w6.Outcome != lk.Granted {
+		t.Errorf("an acquire by a waiter handed its lock earlier in the group: %s, want granted", w6.Outcome)
+	}
+
+	// Through the window: groups of acquires, then of their releases, on
+	// distinct locks, as 32 clients that each wait for their answer send
+	// them. A group's reads go with its first round trip.
+	const n = 32
+	acqs, rels := make([]lk.AcquireResult, n), make([]lk.ReleaseResult, n)
+	group := func(ts int64, release bool) int64 {
+		g := make([]*pending, n)
+		for i := range g {
+			cl, l := fmt.Sprintf("w%d", i), fmt.Sprintf("W%d", i)
+			if release {
+				g[i] = rel(cl, l, &rels[i])
+			} else {
+				g[i] = acq(cl, l, 30, &acqs[i])
+			}
+		}
+		return run(ts, false, g...)
+	}
+	group(1020, false) // the statements get prepared
+	group(1020, true)
+	var trips int64
+	const rounds = 4
+	for i := range rounds {
+		trips += group(int64(1021+i), false)
+		for j := range n {
+			if acqs[j].Outcome != lk.Granted || acqs[j].Token != int64(i+2) {
+				t.Fatalf("round %d: w%d: %s token %d, want granted %d", i, j, acqs[j].Outcome, acqs[j].Token, i+2)
+			}
+		}
+		trips += group(int64(1021+i), true)
+		for j := range n {
+			if rels[j].Outcome != lk.Released {
+				t.Fatalf("round %d: w%d's release: %s", i, j, rels[j].Outcome)
+			}
+		}
+	}
+	perOp := float64(trips) / float64(2*n*rounds)
+	t.Logf("%.3f round trips per operation through the window (%d in %d groups of %d)", perOp, trips, 2*rounds, n)
+	if perOp > 0.25 {
+		t.Errorf("%.3f round trips per operation, want at most 0.25", perOp)
 	}
 }

@@ -170,7 +170,7 @@ func (r *runner) do(ctx context.Context, ts int64, fn func(op *service.Op) error
 			defer cancel() // after the deferred rollback below
 		}
 		r.events = r.events[:0]
-		if tx, err = r.begin(ctx, repo.Warm{}); err != nil {
+		if tx, err = r.begin(ctx); err != nil {
 			return err
 		}
 	}
@@ -267,12 +267,12 @@ func (r *runner) do(ctx context.Context, ts int64, fn func(op *service.Op) error
 // begin starts a transaction. On a database with peers it first takes the lock
 // that serializes every transaction of every process (repo.ServiceRowLock) and reloads
 // what other processes may have changed since this one's last transaction.
-func (r *runner) begin(ctx context.Context, ahead repo.Warm) (*repo.Tx, error) {
+func (r *runner) begin(ctx context.Context, ahead ...repo.Warm) (*repo.Tx, error) {
 	tx, err := r.db.Begin(ctx)
 	if err != nil || r.peers == nil {
 		return tx, err
 	}
-	l, err := repo.ServiceRowLock(tx, ahead)
+	l, err := repo.ServiceRowLock(tx, ahead...)
 	if err != nil {
 		tx.Rollback()
 		return nil, err
@@ -377,12 +377,12 @@ func (r *runner) rowChanged(start repo.Counters) bool {
 // (an empty group commits without writing anything, so its success says
 // nothing of a full disk).
 func (r *runner) groupRun(ctx context.Context, fn func()) (err error) {
-	return r.groupRunAhead(ctx, repo.Warm{}, fn)
+	return r.groupRunAhead(ctx, nil, fn)
 }
 
 // groupRunAhead is groupRun, with the first read of the group's first
 // operation sent ahead with the transaction's first round trip (repo.Warm).
-func (r *runner) groupRunAhead(ctx context.Context, ahead repo.Warm, fn func()) (err error) {
+func (r *runner) groupRunAhead(ctx context.Context, ahead []repo.Warm, fn func()) (err error) {
 	ctx = context.WithoutCancel(ctx) // as in do
 	if err := r.openGroup(ctx, ahead); err != nil {
 		return err
@@ -398,12 +398,25 @@ func (r *runner) groupRunAhead(ctx context.Context, ahead repo.Warm, fn func()) 
 	return r.closeGroup(true)
 }
 
+// sendAhead has the open group's transaction send ws's reads with its
+// next batch (repo.Tx.SendAhead).
+func (r *runner) sendAhead(ws []repo.Warm) {
+	if len(ws) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.group != nil {
+		r.group.SendAhead(ws...)
+	}
+}
+
 // errGroupFailed is a group's error when one of its operations failed on a
 // database where that fails them all.
 var errGroupFailed = errors.New("an operation of the group failed, so none of it was committed")
 
 // openGroup starts the transaction of a group.
-func (r *runner) openGroup(ctx context.Context, ahead repo.Warm) error {
+func (r *runner) openGroup(ctx context.Context, ahead []repo.Warm) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.group != nil {
@@ -413,7 +426,7 @@ func (r *runner) openGroup(ctx context.Context, ahead repo.Warm) error {
 	if r.peers != nil {
 		ctx, cancel = context.WithTimeout(ctx, txDeadline)
 	}
-	tx, err := r.begin(ctx, ahead)
+	tx, err := r.begin(ctx, ahead...)
 	if err != nil {
 		cancel()
 		return err
@@ -500,7 +513,7 @@ func (r *runner) batch(ctx context.Context, fn func(step func() error) error) er
 	if plain {
 		return fn(func() error { return nil })
 	}
-	if err := r.openGroup(ctx, repo.Warm{}); err != nil {
+	if err := r.openGroup(ctx, nil); err != nil {
 		return err
 	}
 	n := 0
@@ -512,7 +525,7 @@ func (r *runner) batch(ctx context.Context, fn func(step func() error) error) er
 		if err := r.closeGroup(true); err != nil {
 			return err
 		}
-		return r.openGroup(ctx, repo.Warm{})
+		return r.openGroup(ctx, nil)
 	})
 	if cerr := r.closeGroup(err == nil); err == nil {
 		err = cerr

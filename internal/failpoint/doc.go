@@ -47,6 +47,17 @@
 //	                    "applied": false although the database may have
 //	                    committed it (planted with commit-then-fail,
 //	                    which makes it so)
+//	warm-survives-write repo/warm.go, internal/engine/committer.go: on
+//	                    PostgreSQL, the rows of reads sent ahead of their
+//	                    operation are kept through every later statement
+//	                    of the transaction, so an operation may decide on
+//	                    a state that an earlier one in its group changed;
+//	                    and every operation's read goes ahead, also past
+//	                    an earlier one on its lock (which the runtime
+//	                    holds back only because its rows would be
+//	                    dropped; without that, the fault would show only
+//	                    after a lapse or a hand-over in the group, which
+//	                    internal/engine's TestReadsAheadDropped plants)
 package failpoint
 
 // EnvVar names the environment variable that enables failpoints in a
@@ -63,7 +74,8 @@ const (
 	SkipServiceLock    = "skip-service-lock"
 	SkipHandover       = "skip-handover"
 	WrongNotApplied    = "wrong-not-applied"
+	WarmSurvivesWrite  = "warm-survives-write"
 )
 
 // All lists every failpoint, for the tests that plant each in turn.
-var All = []string{AcceptStaleWrite, ReissueToken, AnswerBeforeCommit, GrantEarly, DropWakeup, SkipServiceLock, SkipHandover, TimeBackwards, WrongNotApplied}
+var All = []string{AcceptStaleWrite, ReissueToken, AnswerBeforeCommit, GrantEarly, DropWakeup, SkipServiceLock, SkipHandover, TimeBackwards, WrongNotApplied, WarmSurvivesWrite}
