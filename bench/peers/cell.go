@@ -71,6 +71,22 @@ type instance interface {
 	stop() error
 }
 
+// counted is an instance whose servers count their work (leasekeeper's
+// /metrics): what the measured part of a cell cost them, beside its pairs.
+type counted interface {
+	counts(ctx context.Context) (engineCounts, error)
+}
+
+// engineCounts are leasekeeper's committer counters, summed over a fleet's
+// servers: round trips to PostgreSQL (0 on SQLite), operations and groups.
+type engineCounts struct {
+	roundTrips, operations, groups float64
+}
+
+func (c engineCounts) minus(o engineCounts) engineCounts {
+	return engineCounts{c.roundTrips - o.roundTrips, c.operations - o.operations, c.groups - o.groups}
+}
+
 // cellResult is one system's measurement of one row in one round.
 type cellResult struct {
 	pairs      int // completed in the measured part
@@ -80,7 +96,8 @@ type cellResult struct {
 	samples    []string // the first few errors
 	holds      int      // checked, warm-up included
 	violations []string
-	load1      float64 // the machine's load average when the cell started
+	load1      float64       // the machine's load average when the cell started
+	counts     *engineCounts // the servers' work in the measured part; nil where not counted
 }
 
 func (r *cellResult) rate() float64 {
@@ -88,6 +105,22 @@ func (r *cellResult) rate() float64 {
 		return 0
 	}
 	return float64(r.pairs) / r.elapsed.Seconds()
+}
+
+// opsPerGroup and roundTripsPerOp are -1 for a cell not counted, or
+// counted by a build without the counters.
+func (r *cellResult) opsPerGroup() float64 {
+	if r.counts == nil || r.counts.groups <= 0 {
+		return -1
+	}
+	return r.counts.operations / r.counts.groups
+}
+
+func (r *cellResult) roundTripsPerOp() float64 {
+	if r.counts == nil || r.counts.operations <= 0 {
+		return -1
+	}
+	return r.counts.roundTrips / r.counts.operations
 }
 
 // percentile is the nearest-rank percentile of the pairs' latencies, or -1
@@ -178,9 +211,26 @@ func runCell(ctx context.Context, inst instance, l load, warmup, duration time.D
 	if warmup > 0 {
 		phase(warmup, false)
 	}
+	// The counters are read between the phases and after the last, when no
+	// pair is under way: every operation counted is one of the measured
+	// pairs'. A server that cannot tell leaves the cell uncounted.
+	var before engineCounts
+	c, countable := inst.(counted)
+	if countable {
+		var err error
+		if before, err = c.counts(ctx); err != nil {
+			countable = false
+		}
+	}
 	phase(duration, true)
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if countable {
+		if after, err := c.counts(ctx); err == nil {
+			d := after.minus(before)
+			res.counts = &d
+		}
 	}
 	slices.Sort(res.lat)
 	res.pairs = len(res.lat)

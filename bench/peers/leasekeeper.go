@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -107,6 +108,64 @@ func (f *lkFleet) stop() error {
 		all = append(all, f.drop())
 	}
 	return errors.Join(all...)
+}
+
+// counts reads the committer's counters from each server's /metrics and
+// adds them up. An old build without them counts no operation.
+func (f *lkFleet) counts(ctx context.Context) (engineCounts, error) {
+	var sum engineCounts
+	hc := &http.Client{Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	for _, addr := range f.addrs {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+		if err != nil {
+			return sum, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return sum, err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return sum, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return sum, fmt.Errorf("GET /metrics of %s: %s", addr, resp.Status)
+		}
+		c := parseCounts(body)
+		sum.roundTrips += c.roundTrips
+		sum.operations += c.operations
+		sum.groups += c.groups
+	}
+	return sum, nil
+}
+
+// parseCounts picks the committer's counters out of a Prometheus text
+// exposition; a counter missing counts 0.
+func parseCounts(body []byte) engineCounts {
+	var c engineCounts
+	for line := range strings.Lines(string(body)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		var into *float64
+		switch name {
+		case "leasekeeper_round_trips_total":
+			into = &c.roundTrips
+		case "leasekeeper_operations_total":
+			into = &c.operations
+		case "leasekeeper_groups_total":
+			into = &c.groups
+		default:
+			continue
+		}
+		if x, err := strconv.ParseFloat(value, 64); err == nil {
+			*into = x
+		}
+	}
+	return c
 }
 
 // worker i is client "c<i>" on server i mod n.

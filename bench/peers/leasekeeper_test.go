@@ -100,3 +100,25 @@ func TestHTTPConn(t *testing.T) {
 		t.Errorf("%d connections, want 2: one kept alive for four requests, one after the server closed it", n)
 	}
 }
+
+// TestParseCounts reads the committer's counters out of the text that
+// leasekeeper's /metrics serves, and nothing else that looks like them.
+func TestParseCounts(t *testing.T) {
+	body := `# HELP leasekeeper_groups_total Group commits.
+# TYPE leasekeeper_groups_total counter
+leasekeeper_groups_total 1528
+leasekeeper_groups_total_seconds 99
+# TYPE leasekeeper_operations_total counter
+leasekeeper_operations_total 24296
+leasekeeper_round_trips_total 3.093e+03
+leasekeeper_round_trips_other{x="1"} 7
+`
+	got := parseCounts([]byte(body))
+	want := engineCounts{roundTrips: 3093, operations: 24296, groups: 1528}
+	if got != want {
+		t.Errorf("parseCounts = %+v, want %+v", got, want)
+	}
+	if got := parseCounts([]byte("leasekeeper_up 1\n")); got != (engineCounts{}) {
+		t.Errorf("a build without the counters: %+v, want zeros", got)
+	}
+}

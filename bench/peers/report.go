@@ -63,6 +63,20 @@ func (r *report) write(w io.Writer) {
 		})
 	}
 
+	if r.counted() {
+		fmt.Fprintf(w, "\n| operations per group / round trips per operation, %s, from the servers' /metrics |", of)
+		r.headings(w)
+		for v := range r.variants {
+			if r.variants[v].backend == sysEtcd {
+				continue
+			}
+			r.row(w, r.variants[v].label, func(l int) string {
+				return perGroup(r.median(v, l, (*cellResult).opsPerGroup)) + " / " + perOp(r.median(v, l, (*cellResult).roundTripsPerOp))
+			})
+		}
+		fmt.Fprintln(w, "\nRound trips are the committer's to PostgreSQL, a pipelined batch counted once; 0 on SQLite. \"-\": a build without the counters.")
+	}
+
 	holds, errs, violations := r.totals()
 	fmt.Fprintln(w)
 	if len(violations) == 0 {
@@ -78,17 +92,48 @@ func (r *report) write(w io.Writer) {
 	}
 
 	fmt.Fprintln(w, "\nEvery run, in the order run:")
-	fmt.Fprintln(w, "\n| round | row | system | pairs/s | p50 ms | p99 ms | errors | holds checked | load average at its start |")
-	fmt.Fprintln(w, "|--:|---|---|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "\n| round | row | system | pairs/s | p50 ms | p99 ms | errors | holds checked | load average at its start | operations per group | round trips per operation |")
+	fmt.Fprintln(w, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for round := range r.cfg.rounds {
 		for l, ld := range r.loads {
 			for _, v := range turn(len(r.variants), round) {
 				c := r.results[v][l][round]
-				fmt.Fprintf(w, "| %d | %s | %s | %.0f | %s | %s | %d | %d | %.2f |\n", round+1, ld, r.variants[v].label,
-					c.rate(), ms(c.percentile(50)), ms(c.percentile(99)), c.errors, c.holds, c.load1)
+				fmt.Fprintf(w, "| %d | %s | %s | %.0f | %s | %s | %d | %d | %.2f | %s | %s |\n", round+1, ld, r.variants[v].label,
+					c.rate(), ms(c.percentile(50)), ms(c.percentile(99)), c.errors, c.holds, c.load1,
+					perGroup(c.opsPerGroup()), perOp(c.roundTripsPerOp()))
 			}
 		}
 	}
+}
+
+// counted reports whether any cell has the servers' counts.
+func (r *report) counted() bool {
+	for _, byLoad := range r.results {
+		for _, rounds := range byLoad {
+			for _, c := range rounds {
+				if c.counts != nil && c.counts.operations > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// perGroup and perOp write a ratio of the counts, "-" where there were none
+// (negative).
+func perGroup(x float64) string {
+	if x < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(x, 'f', 1, 64)
+}
+
+func perOp(x float64) string {
+	if x < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(x, 'f', 3, 64)
 }
 
 func (r *report) headings(w io.Writer) {
