@@ -193,15 +193,20 @@ func (tx *Tx) invalidate(q statement, args []any) {
 		return
 	}
 	f, known := footprints[q]
-	if !known {
+	lock, lockNamed := footArg(args, f.lock)
+	client, clientNamed := footArg(args, f.client)
+	if !known || !lockNamed || !clientNamed {
+		// An argument that a footprint names but that is no name (a
+		// footprint out of step with its statement) tells nothing of what
+		// changed: the rows kept go, as for any unknown write.
 		tx.kept = tx.kept[:0]
 		return
 	}
-	var client []string
-	if c := argString(args, f.client); c != "" {
-		client = []string{c}
+	var clients []string
+	if client != "" {
+		clients = []string{client}
 	}
-	tx.dropAbout(argString(args, f.lock), client)
+	tx.dropAbout(lock, clients)
 }
 
 // dropAbout drops the rows kept of reads of lock ("": none) or of one of
@@ -221,13 +226,18 @@ func (tx *Tx) dropAbout(lock string, clients []string) {
 	tx.kept = ks
 }
 
-// argString is args[i] if it is a string, else "".
-func argString(args []any, i int) string {
-	if i < 0 || i >= len(args) {
-		return ""
+// footArg is the name at args[i] that a footprint points to: "" and true
+// for i < 0 (the footprint names none), false where args[i] is missing,
+// not a string, or empty (no lock or client is named "").
+func footArg(args []any, i int) (string, bool) {
+	if i < 0 {
+		return "", true
 	}
-	s, _ := args[i].(string)
-	return s
+	if i >= len(args) {
+		return "", false
+	}
+	s, ok := args[i].(string)
+	return s, ok && s != ""
 }
 
 // takeKept answers rs from the rows kept, if they are a Warm's reads and

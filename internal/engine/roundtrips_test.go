@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -184,12 +185,52 @@ func TestReadsAhead(t *testing.T) {
 		return r.db.RoundTrips() - before
 	}
 
-	// A grant on the lock drops the rows that the second acquire read
-	// ahead, which show it free.
+	// Each case below is a group whose reads all go at BEGIN, in which
+	// one write alone drops the read ahead that it makes untrue: the
+	// groups here register their clients and prune the history by age
+	// (either would drop every read kept), hold L1b, L1t, L7, L8 and L10,
+	// and queue w7 for L7 and c10 for L10.
+	runAll := func(want lk.Outcome, acqs ...[2]string) {
+		t.Helper()
+		g := make([]*pending, len(acqs))
+		res := make([]lk.AcquireResult, len(acqs))
+		for i, a := range acqs {
+			g[i] = acq(a[0], a[1], 30, &res[i])
+		}
+		run(1000, false, g...)
+		for i, r := range res {
+			if r.Outcome != want {
+				t.Fatalf("setting up: %s acquires %s: %s, want %s", acqs[i][0], acqs[i][1], r.Outcome, want)
+			}
+		}
+	}
+	runAll(lk.Granted, [2]string{"a", "A"}, [2]string{"b", "B"}, [2]string{"s", "S"}, [2]string{"q", "Q"},
+		[2]string{"p", "P"}, [2]string{"c8", "C8"}, [2]string{"e", "E"}, [2]string{"x7", "X7"},
+		[2]string{"r", "L1b"}, [2]string{"t", "L1t"}, [2]string{"h7", "L7"}, [2]string{"h8", "L8"}, [2]string{"h10", "L10"})
+	runAll(lk.Queued, [2]string{"w7", "L7"}, [2]string{"c10", "L10"})
+
+	// A new lock's grant (LockGrant.new-lock) drops the rows that the
+	// second acquire read ahead, which show no lock.
 	var a, b lk.AcquireResult
 	run(1000, true, acq("a", "L1", 30, &a), acq("b", "L1", 30, &b))
 	if a.Outcome != lk.Granted || b.Outcome != lk.Queued {
-		t.Errorf("two acquires of one lock in a group: %s and %s, want granted and queued", a.Outcome, b.Outcome)
+		t.Errorf("two acquires of a new lock in a group: %s and %s, want granted and queued", a.Outcome, b.Outcome)
+	}
+	// A grant of a lock that exists (LockGrant.take-token): the same.
+	var tr lk.ReleaseResult
+	var ta, tb lk.AcquireResult
+	run(1000, false, rel("t", "L1t", &tr))
+	run(1000, true, acq("s", "L1t", 30, &ta), acq("q", "L1t", 30, &tb))
+	if ta.Outcome != lk.Granted || tb.Outcome != lk.Queued {
+		t.Errorf("two acquires of a free lock in a group: %s and %s, want granted and queued", ta.Outcome, tb.Outcome)
+	}
+	// A release (LeaseEnd.one) drops the rows that an acquire of its lock
+	// read ahead, which show it held.
+	var rr lk.ReleaseResult
+	var ra lk.AcquireResult
+	run(1000, true, rel("r", "L1b", &rr), acq("x7", "L1b", 30, &ra))
+	if rr.Outcome != lk.Released || ra.Outcome != lk.Granted || ra.Token != 2 {
+		t.Errorf("a release and an acquire of its lock in a group: %s and %s token %d, want released and granted 2", rr.Outcome, ra.Outcome, ra.Token)
 	}
 	// A grant to the client drops the rows its release read ahead, which
 	// show no lease.
@@ -198,6 +239,33 @@ func TestReadsAhead(t *testing.T) {
 	run(1000, true, acq("p", "L4", 30, &p), rel("p", "L4", &pr))
 	if p.Outcome != lk.Granted || pr.Outcome != lk.Released {
 		t.Errorf("an acquire and a release of it in a group: %s and %s, want granted and released", p.Outcome, pr.Outcome)
+	}
+	// A waiter that withdraws (LockDequeue) drops the rows that another
+	// acquire of its lock read ahead, which count it in the queue.
+	var wr lk.ReleaseResult
+	var wa lk.AcquireResult
+	run(1000, true, rel("w7", "L7", &wr), acq("c8", "L7", 30, &wa))
+	if wr.Outcome != lk.Withdrawn || wa.Outcome != lk.Queued || wa.Position != 1 {
+		t.Errorf("a withdrawal and an acquire of its lock in a group: %s and %s at %d, want withdrawn and queued at 1", wr.Outcome, wa.Outcome, wa.Position)
+	}
+	// A waiter that withdraws (QueueTakeClient) drops the rows that its
+	// acquire of another lock read ahead, which show it waiting.
+	var cr lk.ReleaseResult
+	var ca lk.AcquireResult
+	run(1000, true, rel("c10", "L10", &cr), acq("c10", "L11", 30, &ca))
+	if cr.Outcome != lk.Withdrawn || ca.Outcome != lk.Granted {
+		t.Errorf("a withdrawal and an acquire by the same client in a group: %s and %s, want withdrawn and granted", cr.Outcome, ca.Outcome)
+	}
+	// A client queued (QueueAppend) drops the rows that its acquire of
+	// another lock read ahead, which show it waiting for nothing.
+	var qa, qb lk.AcquireResult
+	var qbErr error
+	second := acq("e", "L12", 30, &qb)
+	answer := second.exec
+	second.exec = func(ctx context.Context, ts int64) error { qbErr = answer(ctx, ts); return nil }
+	run(1000, true, acq("e", "L8", 30, &qa), second)
+	if qa.Outcome != lk.Queued || !errors.Is(qbErr, lk.ErrClientBusy) {
+		t.Errorf("an acquire queued and the same client's acquire of another lock in a group: %s and %s %v, want queued and busy", qa.Outcome, qb.Outcome, qbErr)
 	}
 	// The first operation retires a lapsed lease of L2 before its own
 	// read: the rows that the second read ahead still show it held.

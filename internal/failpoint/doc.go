@@ -57,7 +57,7 @@
 //	                    holds back only because its rows would be
 //	                    dropped; without that, the fault would show only
 //	                    after a lapse or a hand-over in the group, which
-//	                    internal/engine's TestReadsAheadDropped plants)
+//	                    internal/engine's TestReadsAhead plants)
 package failpoint
 
 // EnvVar names the environment variable that enables failpoints in a
