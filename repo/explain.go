@@ -136,16 +136,20 @@ type HoldTime struct {
 // were held, latest end first.
 func GrantHoldTimes(tx *Tx, lock string, limit int) ([]HoldTime, error) {
 	var out []HoldTime
-	collect := func(scan func(...any) error) error {
+	r := grantHoldTimesRead(lock, limit, &out)
+	err := tx.each(r.q, r.args, r.fn)
+	return out, err
+}
+
+func grantHoldTimesRead(lock string, limit int, out *[]HoldTime) read {
+	return read{q: qGrantHoldTimes, args: []any{lock, limit}, fn: func(scan func(...any) error) error {
 		var h HoldTime
 		if err := scan(&h.Mode, &h.Held); err != nil {
 			return err
 		}
-		out = append(out, h)
+		*out = append(*out, h)
 		return nil
-	}
-	err := tx.each(qGrantHoldTimes, []any{lock, limit}, collect)
-	return out, err
+	}}
 }
 
 var qLockHoldersByMode = portable("LockHoldersByMode", `SELECT mode, max(granted_at), max(expires_at) FROM leases
@@ -163,15 +167,20 @@ type HoldersByMode struct {
 // one mode, but a read apart may see a lapsed one beside its successor).
 func LockHoldersByMode(tx *Tx, lock string) ([]HoldersByMode, error) {
 	var out []HoldersByMode
-	err := tx.each(qLockHoldersByMode, []any{lock}, func(scan func(...any) error) error {
+	r := lockHoldersByModeRead(lock, &out)
+	err := tx.each(r.q, r.args, r.fn)
+	return out, err
+}
+
+func lockHoldersByModeRead(lock string, out *[]HoldersByMode) read {
+	return read{q: qLockHoldersByMode, args: []any{lock}, fn: func(scan func(...any) error) error {
 		var h HoldersByMode
 		if err := scan(&h.Mode, &h.LastGrantedAt, &h.LastExpiresAt); err != nil {
 			return err
 		}
-		out = append(out, h)
+		*out = append(*out, h)
 		return nil
-	})
-	return out, err
+	}}
 }
 
 var qQueueModesThrough = portable("QueueModesThrough", `SELECT q.mode FROM queue_entries me
@@ -201,12 +210,53 @@ var qQueueModesHead = portable("QueueModesHead", `SELECT mode FROM queue_entries
 // queue, from its head.
 func QueueModesHead(tx *Tx, lock string, limit int) ([]lk.Mode, error) {
 	var out []lk.Mode
-	err := tx.each(qQueueModesHead, []any{lock, limit}, func(scan func(...any) error) error {
+	r := queueModesHeadRead(lock, limit, &out)
+	err := tx.each(r.q, r.args, r.fn)
+	return out, err
+}
+
+func queueModesHeadRead(lock string, limit int, out *[]lk.Mode) read {
+	return read{q: qQueueModesHead, args: []any{lock, limit}, fn: func(scan func(...any) error) error {
 		var m lk.Mode
 		err := scan(&m)
-		out = append(out, m)
+		*out = append(*out, m)
 		return err
-	})
+	}}
+}
+
+// QueueingReads is what an acquire reads on its way into a queue
+// (ReadForQueueing).
+type QueueingReads struct {
+	Awaited bool            // ClientAwaited's answer; false where not read
+	Modes   []lk.Mode       // QueueModesHead's: the waiters ahead of it
+	Holds   []HoldTime      // GrantHoldTimes'
+	Holders []HoldersByMode // LockHoldersByMode's
+}
+
+// ReadForQueueing reads what an acquire of lock by client that is about
+// to queue reads, in one round trip where the database pipelines rather
+// than one each: with awaited, whether somebody may wait for a lock client
+// holds (ClientAwaited, the deadlock check's shortcut); with estimate, what
+// the estimate of its wait takes, read before its entry is written: the
+// modes of the first limit entries of lock's queue, its last holdSample
+// hold times and its holders by mode.
+func ReadForQueueing(tx *Tx, client, lock string, awaited, estimate bool, limit, holdSample int) (QueueingReads, error) {
+	var out QueueingReads
+	var rs []read
+	var held, waitedFor int64
+	if awaited {
+		var found bool
+		rs = append(rs, readRow(qClientAwaited, []any{client}, &found, &held, &waitedFor))
+	}
+	if estimate {
+		rs = append(rs, queueModesHeadRead(lock, limit, &out.Modes),
+			grantHoldTimesRead(lock, holdSample, &out.Holds), lockHoldersByModeRead(lock, &out.Holders))
+	}
+	if len(rs) == 0 {
+		return out, nil
+	}
+	err := tx.reads(rs...)
+	out.Awaited = awaited && isAwaited(held, waitedFor)
 	return out, err
 }
 

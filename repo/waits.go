@@ -107,5 +107,8 @@ var qClientAwaited = portable("ClientAwaited", `SELECT count(*),
 func ClientAwaited(tx *Tx, client string) (bool, error) {
 	var held, awaited int64
 	_, err := tx.row(qClientAwaited, []any{client}, &held, &awaited)
-	return held > awaitedScan || awaited == 1, err
+	return isAwaited(held, awaited), err
 }
+
+// isAwaited is ClientAwaited's answer from its statement's columns.
+func isAwaited(held, awaited int64) bool { return held > awaitedScan || awaited == 1 }

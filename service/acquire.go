@@ -76,13 +76,16 @@ func Acquire(op *Op, req lk.AcquireRequest) (lk.AcquireResult, error) {
 	victim, victimWaits := "", ""
 	var cycle []string
 	var why lk.Abort
-	awaited := false
-	if st.Registered {
-		if awaited, err = repo.ClientAwaited(tx, client); err != nil {
-			return lk.AcquireResult{}, err
-		}
+	// What the way into the queue reads goes in one round trip: the
+	// estimate's reads are made before the entry is written, as it leaves
+	// them but for its own mode, which is added.
+	rank := st.QueueLength + 1
+	estimate := op.Config.Explain && rank <= estimateHorizon
+	qr, err := repo.ReadForQueueing(tx, client, lock, st.Registered, estimate, estimateHorizon, holdSample)
+	if err != nil {
+		return lk.AcquireResult{}, err
 	}
-	if awaited {
+	if qr.Awaited {
 		possible, err := repo.LockHoldersWaiting(tx, lock)
 		if err != nil {
 			return lk.AcquireResult{}, err
@@ -116,11 +119,14 @@ func Acquire(op *Op, req lk.AcquireRequest) (lk.AcquireResult, error) {
 	}
 	op.emit(Event{Kind: lk.EventQueue, Client: client, Lock: lock, At: ts,
 		Position: st.LastPosition + 1, Mode: mode})
-	res := lk.AcquireResult{Outcome: lk.Queued, Position: st.QueueLength + 1}
+	res := lk.AcquireResult{Outcome: lk.Queued, Position: rank}
 	if victim == "" {
-		var err error
-		res.EstimatedWait, err = queuedEstimate(op, client, lock, res.Position)
-		return res, err
+		if estimate {
+			if waits := waitsFrom(qr.Holds, qr.Holders, op.Now, append(qr.Modes, mode)); waits != nil {
+				res.EstimatedWait = waits[len(waits)-1]
+			}
+		}
+		return res, nil
 	}
 	if err := abort(op, client, victim, victimWaits, "", cycle, why); err != nil {
 		return lk.AcquireResult{}, err

@@ -252,6 +252,19 @@ func estimateWaits(tx *repo.Tx, lock string, now int64, modes []lk.Mode) ([]*flo
 	if err != nil || len(holds) == 0 {
 		return nil, err
 	}
+	holders, err := repo.LockHoldersByMode(tx, lock)
+	if err != nil {
+		return nil, err
+	}
+	return waitsFrom(holds, holders, now, modes), nil
+}
+
+// waitsFrom is estimateWaits from the lock's hold times and holders, read:
+// nil without hold times.
+func waitsFrom(holds []repo.HoldTime, holders []repo.HoldersByMode, now int64, modes []lk.Mode) []*float64 {
+	if len(holds) == 0 {
+		return nil
+	}
 	sum, n := map[lk.Mode]float64{}, map[lk.Mode]int{}
 	var all float64
 	for _, h := range holds {
@@ -264,10 +277,6 @@ func estimateWaits(tx *repo.Tx, lock string, now int64, modes []lk.Mode) ([]*flo
 			return all / float64(len(holds))
 		}
 		return sum[m] / float64(n[m])
-	}
-	holders, err := repo.LockHoldersByMode(tx, lock)
-	if err != nil {
-		return nil, err
 	}
 	var start float64 // when the current turn starts, from now
 	for _, h := range holders {
@@ -282,5 +291,5 @@ func estimateWaits(tx *repo.Tx, lock string, now int64, modes []lk.Mode) ([]*flo
 		w := math.Round(start*10) / 10
 		out[i] = &w
 	}
-	return out, nil
+	return out
 }

@@ -135,6 +135,62 @@ func TestAcquireAhead(t *testing.T) {
 	}
 }
 
+// TestQueueingRoundTrips: on PostgreSQL, an acquire that queues behind a
+// holder, by a registered client and on a lock with a history (so that the
+// deadlock check's shortcut and the estimate of its wait are both read),
+// is three round trips alone in its group: BEGIN with its state, what the
+// way into the queue reads, COMMIT.
+func TestQueueingRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	r := openTestRunner(t, pgtest.DSN(t))
+	r.cfg.Explain = true
+	r.numbered = true
+	op := func(ts int64, q any) (any, int64) {
+		t.Helper()
+		var res any
+		var err error
+		var w repo.Warm
+		if q, ok := q.(lk.AcquireRequest); ok {
+			w = service.AcquireAhead(&r.cfg, q)
+		}
+		before := r.db.RoundTrips()
+		gerr := r.groupRunAhead(ctx, []repo.Warm{w}, func() {
+			switch q := q.(type) {
+			case lk.AcquireRequest:
+				res, err = exec(r, ctx, ts, q, service.Acquire)
+			case lk.ReleaseRequest:
+				res, err = exec(r, ctx, ts, q, service.Release)
+			}
+		})
+		if err != nil || gerr != nil {
+			t.Fatalf("%+v: %v %v", q, err, gerr)
+		}
+		return res, r.db.RoundTrips() - before
+	}
+	// A hold of 10 s; then, twice (the first prepares the statements), h
+	// holds L and w, which holds M, queues for it.
+	op(100, lk.AcquireRequest{Client: "h", Lock: "L", TTL: 60, Mode: lk.Exclusive})
+	op(110, lk.ReleaseRequest{Client: "h", Lock: "L"})
+	op(110, lk.AcquireRequest{Client: "w", Lock: "M", TTL: 600, Mode: lk.Exclusive})
+	var trips int64
+	for i := range 2 {
+		ts := int64(120 + 10*i)
+		op(ts, lk.AcquireRequest{Client: "h", Lock: "L", TTL: 60, Mode: lk.Exclusive})
+		var res any
+		res, trips = op(ts, lk.AcquireRequest{Client: "w", Lock: "L", TTL: 60, Mode: lk.Exclusive})
+		// The holds so far: 10 s, then h's of no time in round 0.
+		want := []float64{10, 5}[i]
+		if a := res.(lk.AcquireResult); a.Outcome != lk.Queued || a.Position != 1 || a.EstimatedWait == nil || *a.EstimatedWait != want {
+			t.Fatalf("round %d: w's acquire: %+v, want queued at 1 with an estimated wait of %v s", i, a, want)
+		}
+		op(ts, lk.ReleaseRequest{Client: "w", Lock: "L"})
+		op(ts, lk.ReleaseRequest{Client: "h", Lock: "L"})
+	}
+	if trips != 3 {
+		t.Errorf("an acquire that queues, alone in its group: %d round trips, want 3", trips)
+	}
+}
+
 // TestReadsAhead: on PostgreSQL, the reads that go ahead of their
 // operations (repo/warm.go) save a round trip each when nothing changed
 // their rows, and are dropped when something did: another operation's
