@@ -45,17 +45,39 @@ var qQueuePage = portable("QueuePage", `SELECT q.position, q.client, q.mode, q.t
 // lease or only shared ones, S1).
 func QueuePage(tx *Tx, lock string, from int64, limit int, outlasting int64) ([]QueueHead, error) {
 	var page []QueueHead
-	// Scanned by hand: this runs on every release, and most pages hold one row.
-	err := tx.each(qQueuePage, []any{lock, from, limit, outlasting},
-		func(scan func(...any) error) error {
-			h := QueueHead{QueueEntry: QueueEntry{Lock: lock}}
-			var staying sql.NullString
-			err := scan(&h.Position, &h.Client, &h.Mode, &h.TTL, &h.QueuedAt, &h.LastToken, &staying)
-			h.Staying = lk.Mode(staying.String)
-			page = append(page, h)
-			return err
-		})
+	r := queuePageRead(lock, from, limit, outlasting, &page)
+	err := tx.each(r.q, r.args, r.fn)
 	return page, err
+}
+
+// QueuePageWithNext is QueuePage and, where the database pipelines, in the
+// same round trip, the predecessors that an exclusive grant of lock's next
+// token would have, as that grant's pruning of the lock's history (keep
+// tokens) leaves them, at most predLimit (RequestStateWithNext's). next is
+// nil where they were not read.
+func QueuePageWithNext(tx *Tx, lock string, from int64, limit int, outlasting int64, keep int64, predLimit int) (page []QueueHead, next *[]lk.Predecessor, err error) {
+	rs := []read{queuePageRead(lock, from, limit, outlasting, &page)}
+	if tx.d.dialect.pipelines() {
+		next = &[]lk.Predecessor{}
+		rs = append(rs, read{q: qNextPredecessors, args: []any{lock, keep, predLimit}, fn: collectPredecessors(next)})
+	}
+	if err := tx.reads(rs...); err != nil {
+		return nil, nil, err
+	}
+	return page, next, nil
+}
+
+// queuePageRead is QueuePage's read, into page. Scanned by hand: this runs
+// on every release, and most pages hold one row.
+func queuePageRead(lock string, from int64, limit int, outlasting int64, page *[]QueueHead) read {
+	return read{q: qQueuePage, args: []any{lock, from, limit, outlasting}, fn: func(scan func(...any) error) error {
+		h := QueueHead{QueueEntry: QueueEntry{Lock: lock}}
+		var staying sql.NullString
+		err := scan(&h.Position, &h.Client, &h.Mode, &h.TTL, &h.QueuedAt, &h.LastToken, &staying)
+		h.Staying = lk.Mode(staying.String)
+		*page = append(*page, h)
+		return err
+	}}
 }
 
 var (

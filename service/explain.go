@@ -2,6 +2,7 @@ package service
 
 import (
 	"math"
+	"slices"
 	"strconv"
 
 	lk "github.com/leasekeeper/leasekeeper"
@@ -48,6 +49,12 @@ func explainGrants(op *Op) error {
 			if p := op.Events[i-1]; p.Kind == lk.EventGrant && p.Lock == e.Lock && p.Token == e.Token-1 &&
 				p.Mode == lk.Shared && e.Mode == lk.Shared && p.At == e.At {
 				e.Predecessors = p.Predecessors
+				continue
+			}
+		}
+		if e.Mode == lk.Exclusive {
+			if i := slices.IndexFunc(op.foreseen, func(f foreseen) bool { return f.lock == e.Lock && f.token == e.Token }); i >= 0 {
+				e.Predecessors = nonEmpty(op.foreseen[i].predecessors)
 				continue
 			}
 		}

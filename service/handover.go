@@ -44,6 +44,10 @@ type handOver struct {
 	next      int              // queue[next] is the current head
 	queueDone bool             // nothing beyond the loaded part
 	lastToken int64            // the lock's counter, valid once a page was loaded
+	// nextPredecessors, read with the first page, are those of an
+	// exclusive grant of nextToken (0: not read).
+	nextPredecessors []lk.Predecessor
+	nextToken        int64
 
 	granted      int64           // waiters granted here
 	lastPosition int64           // the last granted waiter's queue position
@@ -98,6 +102,10 @@ func (h *handOver) grantHeads(at int64) error {
 		l := repo.LeaseRow{Lock: h.lock, Client: head.Client, Mode: head.Mode, Token: h.lastToken,
 			GrantedAt: at, ExpiresAt: lk.AddTime(at, head.TTL)}
 		h.count(l.Mode, +1)
+		if l.Mode == lk.Exclusive && l.Token == h.nextToken {
+			// Read with the page just now: nothing ended since.
+			h.op.foreseen = append(h.op.foreseen, foreseen{lock: h.lock, token: l.Token, predecessors: h.nextPredecessors})
+		}
 		h.op.emit(Event{Kind: lk.EventGrant, Client: l.Client, Lock: l.Lock,
 			At: at, Token: l.Token, ExpiresAt: l.ExpiresAt, FromQueue: true, Position: head.Position, Mode: l.Mode})
 		if l.ExpiresAt <= h.lapseBy {
@@ -122,7 +130,20 @@ func (h *handOver) head() (repo.QueueHead, bool, error) {
 	if len(h.queue) > 0 {
 		after, limit = h.queue[len(h.queue)-1].Position, min(4*len(h.queue), 512)
 	}
-	page, err := repo.QueuePage(h.tx, h.lock, after, limit, h.lapseBy)
+	var page []repo.QueueHead
+	var err error
+	if len(h.queue) == 0 && h.lapseBy == math.MinInt64 && h.op.Config.Explain {
+		// A release's hand-over: the predecessors of an exclusive head's
+		// grant come with the page, a round trip fewer where the database
+		// pipelines (explainGrants takes them).
+		var next *[]lk.Predecessor
+		page, next, err = repo.QueuePageWithNext(h.tx, h.lock, after, limit, h.lapseBy, h.op.Config.History.keep(), maxPredecessors)
+		if err == nil && next != nil && len(page) > 0 {
+			h.nextPredecessors, h.nextToken = *next, page[0].LastToken+1
+		}
+	} else {
+		page, err = repo.QueuePage(h.tx, h.lock, after, limit, h.lapseBy)
+	}
 	if err != nil {
 		return repo.QueueHead{}, false, err
 	}

@@ -87,6 +87,9 @@ type Op struct {
 	Unregistered bool
 	// explained is how many of Events have had their grants explained.
 	explained int
+	// foreseen are the predecessors of exclusive grants made by a
+	// hand-over, read with its queue (handOver.head), by lock and token.
+	foreseen []foreseen
 }
 
 // ErrNeedsTx is a read's answer when it cannot be answered apart: only a
@@ -120,6 +123,14 @@ func Settle(op *Op) error {
 // predecessors (explain.go), once all its history rows are written.
 func Finish(op *Op) error {
 	return explainGrants(op)
+}
+
+// foreseen is the predecessors of the exclusive grant of lock's token,
+// read just before it was made.
+type foreseen struct {
+	lock         string
+	token        int64
+	predecessors []lk.Predecessor
 }
 
 // emit records an event of the operation.

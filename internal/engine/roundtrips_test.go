@@ -139,7 +139,9 @@ func TestAcquireAhead(t *testing.T) {
 // holder, by a registered client and on a lock with a history (so that the
 // deadlock check's shortcut and the estimate of its wait are both read),
 // is three round trips alone in its group: BEGIN with its state, what the
-// way into the queue reads, COMMIT.
+// way into the queue reads, COMMIT. So is the release that hands the lock
+// over to it: BEGIN with its lease, the queue's head with the
+// predecessors of the grant, COMMIT.
 func TestQueueingRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	r := openTestRunner(t, pgtest.DSN(t))
@@ -150,8 +152,11 @@ func TestQueueingRoundTrips(t *testing.T) {
 		var res any
 		var err error
 		var w repo.Warm
-		if q, ok := q.(lk.AcquireRequest); ok {
+		switch q := q.(type) {
+		case lk.AcquireRequest:
 			w = service.AcquireAhead(&r.cfg, q)
+		case lk.ReleaseRequest:
+			w = service.ReleaseAhead(q)
 		}
 		before := r.db.RoundTrips()
 		gerr := r.groupRunAhead(ctx, []repo.Warm{w}, func() {
@@ -172,22 +177,28 @@ func TestQueueingRoundTrips(t *testing.T) {
 	op(100, lk.AcquireRequest{Client: "h", Lock: "L", TTL: 60, Mode: lk.Exclusive})
 	op(110, lk.ReleaseRequest{Client: "h", Lock: "L"})
 	op(110, lk.AcquireRequest{Client: "w", Lock: "M", TTL: 600, Mode: lk.Exclusive})
-	var trips int64
+	var trips, handOver int64
 	for i := range 2 {
-		ts := int64(120 + 10*i)
+		ts := int64(120 + 20*i)
 		op(ts, lk.AcquireRequest{Client: "h", Lock: "L", TTL: 60, Mode: lk.Exclusive})
 		var res any
 		res, trips = op(ts, lk.AcquireRequest{Client: "w", Lock: "L", TTL: 60, Mode: lk.Exclusive})
-		// The holds so far: 10 s, then h's of no time in round 0.
-		want := []float64{10, 5}[i]
+		// The holds so far: 10 s, then h's and w's of 10 s each in round 0.
+		want := []float64{10, 10}[i]
 		if a := res.(lk.AcquireResult); a.Outcome != lk.Queued || a.Position != 1 || a.EstimatedWait == nil || *a.EstimatedWait != want {
 			t.Fatalf("round %d: w's acquire: %+v, want queued at 1 with an estimated wait of %v s", i, a, want)
 		}
-		op(ts, lk.ReleaseRequest{Client: "w", Lock: "L"})
-		op(ts, lk.ReleaseRequest{Client: "h", Lock: "L"})
+		res, handOver = op(ts+10, lk.ReleaseRequest{Client: "h", Lock: "L"})
+		if rel := res.(lk.ReleaseResult); rel.Outcome != lk.Released {
+			t.Fatalf("round %d: h's release: %s", i, rel.Outcome)
+		}
+		op(ts+20, lk.ReleaseRequest{Client: "w", Lock: "L"})
 	}
 	if trips != 3 {
 		t.Errorf("an acquire that queues, alone in its group: %d round trips, want 3", trips)
+	}
+	if handOver != 3 {
+		t.Errorf("a release that hands its lock over, alone in its group: %d round trips, want 3", handOver)
 	}
 }
 
