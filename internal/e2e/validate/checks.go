@@ -89,7 +89,7 @@ func checkInvariants(h *history.History) []Violation {
 	checkTokens(&vs, ops, faults)
 	checkFencing(&vs, ops)
 	checkFinalReads(&vs, ops)
-	checkLapse(&vs, ops)
+	checkLapse(&vs, ops, faults)
 	checkWake(&vs, h, ops, faults)
 	checkAnswers(&vs, ops, faults)
 	checkTimeOrder(&vs, ops)

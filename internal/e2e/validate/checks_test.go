@@ -50,6 +50,11 @@ func grant(token int64) history.Output {
 	return history.Output{Outcome: lk.Granted, Token: token, GrantedAt: now, ExpiresAt: now + 300}
 }
 func said(o lk.Outcome) history.Output { return history.Output{Outcome: o} }
+
+// grantAt is grant(token) at the server's second at, for a 300 s lease.
+func grantAt(token, at int64) history.Output {
+	return history.Output{Outcome: lk.Granted, Token: token, GrantedAt: at, ExpiresAt: at + 300}
+}
 func value(v string, token int64) history.Output {
 	return history.Output{Value: &v, Token: token}
 }
@@ -113,6 +118,28 @@ func TestChecksBite(t *testing.T) {
 			b.op(40, 50, rd("k", false), history.Output{})
 			b.op(60, 70, rd("k", true), value("a1", 1))
 		}, nil, porcupine.Illegal},
+		{"a lease ended by its holder's stale release", func(b *hist) {
+			// a's cleanup release, stuck in a paused server, ends the lease
+			// a took meanwhile; b is granted long before its expiry.
+			b.op(0, 10, acq("a", 0), grantAt(1, 10))
+			b.op(20, 30, rel("a"), said(lk.Released))
+			b.fault(35, "pause")
+			b.op(40, 45, rel("a"), unknown)
+			b.op(50, 60, acq("a", 5), grantAt(2, 20))
+			b.op(70, 80, rel("a"), history.Output{Err: lk.CodeNotHolder})
+			b.op(90, 100, acq("b", 0), grantAt(3, 21))
+		}, nil, porcupine.Ok},
+		{"a lease handed over before it lapsed", func(b *hist) {
+			// The same, but the release went to a killed server, whose
+			// effects had all appeared before a's acquire.
+			b.op(0, 10, acq("a", 0), grantAt(1, 10))
+			b.op(20, 30, rel("a"), said(lk.Released))
+			b.op(40, 45, rel("a"), unknown)
+			b.kill(46, 48)
+			b.op(50, 60, acq("a", 5), grantAt(2, 20))
+			b.op(70, 80, rel("a"), history.Output{Err: lk.CodeNotHolder})
+			b.op(90, 100, acq("b", 0), grantAt(3, 21))
+		}, []string{CheckLapse}, porcupine.Illegal},
 		{"two exclusive holders", func(b *hist) {
 			b.op(0, 10, acq("a", 0), grant(1))
 			b.op(20, 30, acq("b", 0), grant(2))
