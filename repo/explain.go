@@ -55,6 +55,12 @@ var (
 	})
 )
 
+// nextPredecessorsRead is NextPredecessors' read for lock (keep tokens
+// kept, at most limit), into next.
+func nextPredecessorsRead(lock string, keep int64, limit int, next *[]lk.Predecessor) read {
+	return read{q: qNextPredecessors, args: []any{lock, keep, limit}, fn: collectPredecessors(next)}
+}
+
 // nextPredecessors selects NextPredecessors' rows.
 const (
 	lastTokenRead    = `(SELECT last_token FROM locks WHERE name = ?1)`

@@ -59,7 +59,7 @@ func QueuePageWithNext(tx *Tx, lock string, from int64, limit int, outlasting in
 	rs := []read{queuePageRead(lock, from, limit, outlasting, &page)}
 	if tx.d.dialect.pipelines() {
 		next = &[]lk.Predecessor{}
-		rs = append(rs, read{q: qNextPredecessors, args: []any{lock, keep, predLimit}, fn: collectPredecessors(next)})
+		rs = append(rs, nextPredecessorsRead(lock, keep, predLimit, next))
 	}
 	if err := tx.reads(rs...); err != nil {
 		return nil, nil, err

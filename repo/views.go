@@ -66,7 +66,7 @@ func requestState(tx *Tx, client, lock string, withNext bool, keep int64, limit 
 	var next *[]lk.Predecessor
 	if withNext {
 		next = &[]lk.Predecessor{}
-		reads = append(reads, read{q: qNextPredecessors, args: []any{lock, keep, limit}, fn: collectPredecessors(next)})
+		reads = append(reads, nextPredecessorsRead(lock, keep, limit, next))
 	}
 	err := tx.reads(reads...)
 	st.HoldsLock = holdsLock.Bool
