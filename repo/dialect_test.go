@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -121,4 +122,29 @@ func TestRegistryClosed(t *testing.T) {
 		}
 	}()
 	portable("late", `SELECT 1`)
+}
+
+// TestSQLiteWriterPragmas: the writer's connection to a file runs in WAL
+// mode with the synchronous level asked for (serve asks FULL: each commit
+// is synced before it is answered, docs/deployment.md) and checkpoints
+// every walAutocheckpoint pages (docs/performance.md, "SQLite: a
+// checkpoint every 10,000 pages").
+func TestSQLiteWriterPragmas(t *testing.T) {
+	ctx := context.Background()
+	d, err := Open(ctx, filepath.Join(t.TempDir(), "lk.db"), Options{Synchronous: "FULL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, c := range []struct {
+		pragma, want string
+	}{{"journal_mode", "wal"}, {"synchronous", "2"}, {"wal_autocheckpoint", "10000"}} {
+		var got string
+		if err := d.conn.GetContext(ctx, &got, "PRAGMA "+c.pragma); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("PRAGMA %s = %s on the writer's connection, want %s", c.pragma, got, c.want)
+		}
+	}
 }
