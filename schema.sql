@@ -5,7 +5,7 @@ CREATE TABLE service (
     id              INTEGER PRIMARY KEY CHECK (id = 1),
     clock           INTEGER,
     last_client_age INTEGER NOT NULL DEFAULT 0
-, event_id INTEGER NOT NULL DEFAULT 0, service_id TEXT);
+, event_id INTEGER NOT NULL DEFAULT 0, service_id TEXT, token_floor INTEGER NOT NULL DEFAULT 0);
 
 CREATE TABLE locks (
     name          TEXT PRIMARY KEY,

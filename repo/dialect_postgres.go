@@ -45,7 +45,7 @@ func (postgresDialect) begin() string { return `BEGIN` }
 // serviceCounters: the stored counter is exact, for a database with peers'
 // service writes it whenever it changes; the clients table is not read.
 func (postgresDialect) serviceCounters() string {
-	return `SELECT clock, last_client_age, event_id FROM service WHERE id = 1`
+	return `SELECT clock, last_client_age, event_id, token_floor FROM service WHERE id = 1`
 }
 
 // lockGrant: one statement, a round trip less than two: the counter, the
@@ -55,7 +55,7 @@ func (postgresDialect) serviceCounters() string {
 func (postgresDialect) lockGrant(newLock bool) string {
 	counter := `UPDATE locks SET last_token = last_token + 1 WHERE name = ?1`
 	if newLock {
-		counter = `INSERT INTO locks (name, last_token) VALUES (?1, 1)`
+		counter = `INSERT INTO locks (name, last_token) VALUES (?1, ?4)`
 	}
 	return `WITH counter AS (` + counter + `),
 			pruned AS (DELETE FROM grants_ended WHERE lock = ?1 AND token <= ?4 - CAST(?7 AS BIGINT))
@@ -77,7 +77,7 @@ func (postgresDialect) leaseEnd() string {
 }
 
 func (postgresDialect) lockServiceRow() string {
-	return `SELECT clock, last_client_age, event_id FROM service WHERE id = 1 FOR UPDATE`
+	return `SELECT clock, last_client_age, event_id, token_floor FROM service WHERE id = 1 FOR UPDATE`
 }
 
 func (postgresDialect) clock() string {

@@ -33,7 +33,7 @@ func (sqliteDialect) begin() string { return `BEGIN IMMEDIATE` }
 // when an abort deletes a client; otherwise the youngest age is the
 // counter, and registering writes no counter (docs/performance.md).
 func (sqliteDialect) serviceCounters() string {
-	return `SELECT clock, max(last_client_age, (SELECT coalesce(max(age), 0) FROM clients)), event_id
+	return `SELECT clock, max(last_client_age, (SELECT coalesce(max(age), 0) FROM clients)), event_id, token_floor
 		FROM service WHERE id = 1`
 }
 

@@ -103,7 +103,7 @@ func TestDatabaseFilesPrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := repo.LockCreate(tx, "L"); err != nil {
+	if err := repo.LockCreate(tx, "L", 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -6,7 +6,8 @@ package repo
 // plain UPDATEs cost a quarter of UPDATE ... RETURNING here.
 
 // LockGrant records a grant on the spot: the lock's counter moves on to
-// l.Token (created at 1 for a new lock, L5), l becomes a lease (which is
+// l.Token (created at l.Token for a new lock: 1, L5, but after an accepted
+// rollback), l becomes a lease (which is
 // its grant's row in the history while it lives), and the history drops
 // the lock's ended rows that the new token pushes out of the keep last
 // tokens (grants.go). Where the dialect can (PostgreSQL), the writes go as
@@ -22,7 +23,7 @@ func LockGrant(tx *Tx, l LeaseRow, newLock bool, keep int64) error {
 	}
 	var err error
 	if newLock {
-		err = LockCreate(tx, l.Lock)
+		err = LockCreate(tx, l.Lock, l.Token)
 	} else {
 		err = LockTakeToken(tx, l.Lock)
 	}
@@ -35,12 +36,12 @@ func LockGrant(tx *Tx, l LeaseRow, newLock bool, keep int64) error {
 	return GrantsPruneLock(tx, l.Lock, l.Token, keep)
 }
 
-var qLockCreate = portable("LockCreate", `INSERT INTO locks (name, last_token) VALUES (?, 1)`)
+var qLockCreate = portable("LockCreate", `INSERT INTO locks (name, last_token) VALUES (?, ?)`)
 
-// LockCreate inserts a lock whose first grant is happening now: its counter
-// starts at token 1 (L5).
-func LockCreate(tx *Tx, lock string) error {
-	err := tx.write(qLockCreate, lock)
+// LockCreate inserts a lock whose first grant, of token, is happening now:
+// token 1 (L5), or the service's TokenFloor + 1 after an accepted rollback.
+func LockCreate(tx *Tx, lock string, token int64) error {
+	err := tx.write(qLockCreate, lock, token)
 	return err
 }
 

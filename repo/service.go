@@ -15,6 +15,11 @@ type Counters struct {
 	// EventID is the id of the last event a transaction numbered
 	// (service.NumberEvents): GET /v1/events.
 	EventID int64
+	// TokenFloor is where a new lock's counter starts: its first token is
+	// TokenFloor + 1. 0 but after a rollback was accepted, which raises it
+	// past every token issued (internal/engine/mark.go): the locks the
+	// lost transactions created are gone with them, their tokens not.
+	TokenFloor int64
 }
 
 // ServiceCounters reads the service row; LastClientAge is the registration
@@ -25,16 +30,16 @@ type Counters struct {
 func ServiceCounters(tx *Tx) (Counters, error) {
 	var c Counters
 	var clock sql.NullInt64
-	_, err := tx.row(qServiceCounters, nil, &clock, &c.LastClientAge, &c.EventID)
+	_, err := tx.row(qServiceCounters, nil, &clock, &c.LastClientAge, &c.EventID, &c.TokenFloor)
 	c.Clock, c.ClockSet = clock.Int64, clock.Valid
 	return c, err
 }
 
-var qServiceCountersSet = portable("ServiceCountersSet", `UPDATE service SET clock = ?, last_client_age = ?, event_id = ? WHERE id = 1`)
+var qServiceCountersSet = portable("ServiceCountersSet", `UPDATE service SET clock = ?, last_client_age = ?, event_id = ?, token_floor = ? WHERE id = 1`)
 
 // ServiceCountersSet writes the service row.
 func ServiceCountersSet(tx *Tx, c Counters) error {
-	err := tx.write(qServiceCountersSet, c.Clock, c.LastClientAge, c.EventID)
+	err := tx.write(qServiceCountersSet, c.Clock, c.LastClientAge, c.EventID, c.TokenFloor)
 	return err
 }
 
@@ -76,7 +81,7 @@ func ServiceRowLock(tx *Tx, ahead ...Warm) (Locked, error) {
 		q = qServiceCounters // the fault: the row is read, not locked
 	}
 	var found bool
-	rs := []read{readRow(q, nil, &found, &clock, &l.LastClientAge, &l.EventID),
+	rs := []read{readRow(q, nil, &found, &clock, &l.LastClientAge, &l.EventID, &l.TokenFloor),
 		readRow(qLockClock, nil, &found, &l.DBNow),
 		readRow(qLeasesEarliestExpiry, nil, &found, &earliest)}
 	tx.SendAhead(ahead...)

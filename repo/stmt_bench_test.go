@@ -17,7 +17,7 @@ func BenchmarkStatement(b *testing.B) {
 	defer d.Close()
 	tx, _ := d.Begin(ctx)
 	for i := 0; i < 10000; i++ {
-		LockCreate(tx, fmt.Sprintf("L%d", i))
+		LockCreate(tx, fmt.Sprintf("L%d", i), 1)
 	}
 	tx.Commit()
 	b.Run("begin-commit", func(b *testing.B) {

@@ -28,7 +28,7 @@ func TestDatabaseSummary(t *testing.T) {
 		tokens int
 	}{{"a", 3}, {"b", 1}, {"c", 0}} { // a lock's first token is 1, taken as it is created
 
-		if err := repo.LockCreate(tx, op.lock); err != nil {
+		if err := repo.LockCreate(tx, op.lock, 1); err != nil {
 			t.Fatal(err)
 		}
 		for range op.tokens {

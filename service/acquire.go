@@ -44,7 +44,13 @@ func Acquire(op *Op, req lk.AcquireRequest) (lk.AcquireResult, error) {
 		}
 	}
 	if !st.LockExists || (st.QueueLength == 0 && lk.Compatible(st.HolderMode, mode)) {
-		l := repo.LeaseRow{Lock: lock, Client: client, Mode: mode, Token: st.LastToken + 1,
+		last := st.LastToken
+		if !st.LockExists {
+			// 0 (L5), but after an accepted rollback: past every token
+			// the lost transactions issued, on locks they created too.
+			last = op.State.TokenFloor
+		}
+		l := repo.LeaseRow{Lock: lock, Client: client, Mode: mode, Token: last + 1,
 			GrantedAt: ts, ExpiresAt: lk.AddTime(ts, ttl)}
 		if failpoint.First(failpoint.ReissueToken, lock) && st.LastToken > 0 {
 			l.Token = st.LastToken

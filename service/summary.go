@@ -22,5 +22,8 @@ func ReadSummary(tx *repo.Tx) (Summary, error) {
 		return Summary{}, err
 	}
 	sum, err := repo.DatabaseSummary(tx)
+	// After an accepted rollback the floor is a token issued, whether or
+	// not a lock holds it yet: the mark compares the database with it.
+	sum.HighestToken = max(sum.HighestToken, c.TokenFloor)
 	return Summary{Summary: sum, Clock: c.Clock, ClockSet: c.ClockSet}, err
 }

@@ -254,7 +254,9 @@ func (r *runner) useMark(ctx context.Context, path string, accept bool, log func
 }
 
 // moveCounters raises every lock's token counter, the event id, the client
-// age and the clock to at least to's, in one transaction.
+// age and the clock to at least to's, in one transaction. The token floor
+// goes up with them: the locks that only the lost transactions created are
+// not in the database to be raised, and start from it when taken again.
 func (r *runner) moveCounters(ctx context.Context, to markCounters) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -268,6 +270,7 @@ func (r *runner) moveCounters(ctx context.Context, to markCounters) error {
 	}
 	c := r.st.Counters
 	c.EventID, c.LastClientAge = max(c.EventID, to.EventID), max(c.LastClientAge, to.ClientAge)
+	c.TokenFloor = max(c.TokenFloor, to.Token)
 	if !c.ClockSet || c.Clock < to.Clock {
 		c.Clock, c.ClockSet = to.Clock, true
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/repo"
@@ -15,7 +16,7 @@ import (
 // TestMarkPostgresRollback: on PostgreSQL, a server with a mark refuses a
 // database whose counters went back (a point-in-time restore, a failover to
 // an asynchronous standby), and with AcceptRollback moves the shared
-// counters past its mark.
+// counters past its mark, for the locks the restore forgot too.
 func TestMarkPostgresRollback(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
@@ -34,8 +35,25 @@ func TestMarkPostgresRollback(t *testing.T) {
 		if _, err := e.Release(ctx, lk.ReleaseRequest{Client: "a", Lock: "L"}); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := e.Acquire(ctx, lk.AcquireRequest{Client: "a", Lock: "forgotten", TTL: 30, Mode: lk.Exclusive}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Release(ctx, lk.ReleaseRequest{Client: "a", Lock: "forgotten"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.Close()
+
+	// A lock created after the restore point: gone with its rows.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `DELETE FROM grants_ended WHERE lock = 'forgotten'; DELETE FROM locks WHERE name = 'forgotten'`)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The restore: the event counter and the lock's tokens back to the start.
 	r := openTestRunner(t, dsn)
@@ -69,5 +87,9 @@ func TestMarkPostgresRollback(t *testing.T) {
 	// The mark reserved a block past the database's 0 at the first start.
 	if err != nil || res.Outcome != lk.Granted || res.Token <= markBlock || res.Token <= last {
 		t.Errorf("acquire after the accepted rollback: %+v, %v; want a token past the mark's reservation, %d", res, err, markBlock)
+	}
+	res, err = e.Acquire(ctx, lk.AcquireRequest{Client: "b", Lock: "forgotten", TTL: 30, Mode: lk.Exclusive}, 0)
+	if err != nil || res.Outcome != lk.Granted || res.Token <= markBlock {
+		t.Errorf("acquire of a lock the restore forgot, after the accepted rollback: %+v, %v; want a token past the mark's reservation, %d (its tokens 1 to 3 were issued)", res, err, markBlock)
 	}
 }

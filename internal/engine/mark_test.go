@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	lk "github.com/leasekeeper/leasekeeper"
 )
 
 // TestMarkSyncsOnlyPerBlock: the mark follows every commit (saw) with a
@@ -62,5 +66,95 @@ func TestMarkUnreadable(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "not a mark\n" {
 		t.Errorf("the file became %q", b)
+	}
+}
+
+// TestMarkRollbackForgottenLock: a database restored from a copy older than
+// the locks its lost transactions created holds no row of them; after
+// AcceptRollback such a lock, taken again, must not start from token 1
+// again, and the next start must not find the database behind the mark it
+// wrote when accepting (issue 20's token issued twice, for a lock the
+// restored database never knew).
+func TestMarkRollbackForgottenLock(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		known []string // locks taken before the copy
+	}{
+		{"no lock in the copy", nil},
+		{"another lock in the copy", []string{"kept"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := filepath.Join(t.TempDir(), "lk.db")
+			mark := db + MarkSuffix
+			take := func(e *Engine, lock string) int64 {
+				t.Helper()
+				res, err := e.Acquire(ctx, lk.AcquireRequest{Client: "c", Lock: lock, TTL: 30, Mode: lk.Exclusive}, 0)
+				if err != nil || res.Outcome != lk.Granted {
+					t.Fatalf("acquire %s: %+v, %v", lock, res, err)
+				}
+				if _, err := e.Release(ctx, lk.ReleaseRequest{Client: "c", Lock: lock}); err != nil {
+					t.Fatal(err)
+				}
+				return res.Token
+			}
+			open := func(accept bool) (*Engine, error) {
+				return Open(ctx, db, Options{Mark: mark, AcceptRollback: accept})
+			}
+
+			e, err := open(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range tc.known {
+				take(e, l)
+			}
+			e.Close() // checkpoints: the file alone is the database
+			copied, err := os.ReadFile(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			e, err = open(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lost int64
+			for range 3 {
+				lost = take(e, "lost")
+			}
+			e.Close()
+
+			// The restore: the copy, without what came after it.
+			if err := os.WriteFile(db, copied, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, suffix := range []string{"-wal", "-shm"} {
+				os.Remove(db + suffix)
+			}
+			var rb *RollbackError
+			if _, err := open(false); !errors.As(err, &rb) {
+				t.Fatalf("Open on the restored copy: %v, want a *RollbackError", err)
+			}
+			e, err = open(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := take(e, "lost"); got <= lost {
+				t.Errorf("after the accepted rollback the lost lock's token is %d, issued up to %d before: a token issued again", got, lost)
+			}
+			for _, l := range tc.known {
+				if got := take(e, l); got <= lost {
+					t.Errorf("after the accepted rollback %s's token is %d, not past the mark", l, got)
+				}
+			}
+			e.Close()
+
+			e, err = open(false)
+			if err != nil {
+				t.Fatalf("a start after the accepted rollback: %v", err)
+			}
+			e.Close()
+		})
 	}
 }
