@@ -19,9 +19,12 @@ transactions committed when the backup started (SQLite's VACUUM INTO on a WAL
 database), compacted, in one self-contained file.
 
 To restore: stop the server, move the database file aside together with its
--wal and -shm files, copy the backup to the database's name, start the
-server. Leases that ran out in the meantime are retired at their own
-expiry, and their locks handed over at those instants, as after any restart.`,
+-wal and -shm files (keep its .mark), copy the backup to the database's
+name, and start the server once with --accept-rollback: the copy is behind
+the tokens the server issued since, and without the flag it refuses to
+start (docs/operations.md). Leases that ran out in the meantime are retired
+at their own expiry, and their locks handed over at those instants, as
+after any restart.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if repo.IsPostgres(dbPath) {
