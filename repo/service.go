@@ -17,8 +17,8 @@ type Counters struct {
 	EventID int64
 	// TokenFloor is where a new lock's counter starts: its first token is
 	// TokenFloor + 1. 0 but after a rollback was accepted, which raises it
-	// past every token issued (internal/engine/mark.go): the locks the
-	// lost transactions created are gone with them, their tokens not.
+	// past every token issued (RaiseTokens): the locks the lost
+	// transactions created are gone with them, their tokens not.
 	TokenFloor int64
 }
 
@@ -35,11 +35,12 @@ func ServiceCounters(tx *Tx) (Counters, error) {
 	return c, err
 }
 
-var qServiceCountersSet = portable("ServiceCountersSet", `UPDATE service SET clock = ?, last_client_age = ?, event_id = ?, token_floor = ? WHERE id = 1`)
+var qServiceCountersSet = portable("ServiceCountersSet", `UPDATE service SET clock = ?, last_client_age = ?, event_id = ? WHERE id = 1`)
 
-// ServiceCountersSet writes the service row.
+// ServiceCountersSet writes the service row, but for the token floor,
+// which only RaiseTokens moves.
 func ServiceCountersSet(tx *Tx, c Counters) error {
-	err := tx.write(qServiceCountersSet, c.Clock, c.LastClientAge, c.EventID, c.TokenFloor)
+	err := tx.write(qServiceCountersSet, c.Clock, c.LastClientAge, c.EventID)
 	return err
 }
 

@@ -264,13 +264,13 @@ func (r *runner) moveCounters(ctx context.Context, to markCounters) error {
 	if err != nil {
 		return err
 	}
-	if err := repo.LocksRaiseTokens(tx, to.Token); err != nil {
+	if err := repo.RaiseTokens(tx, to.Token); err != nil {
 		tx.Rollback()
 		return err
 	}
 	c := r.st.Counters
 	c.EventID, c.LastClientAge = max(c.EventID, to.EventID), max(c.LastClientAge, to.ClientAge)
-	c.TokenFloor = max(c.TokenFloor, to.Token)
+	c.TokenFloor = max(c.TokenFloor, to.Token) // as RaiseTokens stored it
 	if !c.ClockSet || c.Clock < to.Clock {
 		c.Clock, c.ClockSet = to.Clock, true
 	}

@@ -136,14 +136,22 @@ func TestMarkRollbackForgottenLock(t *testing.T) {
 			if _, err := open(false); !errors.As(err, &rb) {
 				t.Fatalf("Open on the restored copy: %v, want a *RollbackError", err)
 			}
-			// Accepted, and nothing done: the next start must find the
-			// database at its mark, and keep the floor the acceptance
-			// wrote (read back from the file, not kept in memory).
 			e, err = open(true)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(tc.known) > 0 {
+				// In the run that accepted: the floor it keeps in memory.
+				// (Without a lock in the copy, nothing is taken here: the
+				// next start must find the database at its mark by the
+				// floor alone.)
+				if got := take(e, "lost"); got <= markBlock {
+					t.Errorf("in the run that accepted the rollback, the lost lock's token is %d, not past the mark's reservation (%d; tokens up to %d were issued)", got, markBlock, lost)
+				}
+			}
 			e.Close()
+			// The next start must keep the floor the acceptance wrote
+			// (read back from the file, not kept in memory).
 			e, err = open(false)
 			if err != nil {
 				t.Fatalf("a start after the accepted rollback: %v", err)
