@@ -64,7 +64,9 @@ func Acquire(op *Op, req lk.AcquireRequest) (lk.AcquireResult, error) {
 		}
 		op.emit(Event{Kind: lk.EventGrant, Client: client, Lock: lock, At: ts,
 			Token: l.Token, ExpiresAt: l.ExpiresAt, Mode: mode})
-		if next != nil && l.Token == st.LastToken+1 {
+		// next was read for the token after the stored counter: a new
+		// lock's, whatever its first token, has no ended grant before it.
+		if next != nil && l.Token == last+1 {
 			op.Events[len(op.Events)-1].Predecessors = nonEmpty(*next)
 			op.explained = len(op.Events)
 		} else if err := explainGrants(op); err != nil {
