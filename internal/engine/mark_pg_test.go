@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/repo"
 )
@@ -27,20 +26,8 @@ func TestMarkPostgresRollback(t *testing.T) {
 	}
 	var last int64
 	for range 3 {
-		res, err := e.Acquire(ctx, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 30, Mode: lk.Exclusive}, 0)
-		if err != nil || res.Outcome != lk.Granted {
-			t.Fatalf("acquire: %+v, %v", res, err)
-		}
-		last = res.Token
-		if _, err := e.Release(ctx, lk.ReleaseRequest{Client: "a", Lock: "L"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.Acquire(ctx, lk.AcquireRequest{Client: "a", Lock: "forgotten", TTL: 30, Mode: lk.Exclusive}, 0); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.Release(ctx, lk.ReleaseRequest{Client: "a", Lock: "forgotten"}); err != nil {
-			t.Fatal(err)
-		}
+		last = takeOnce(t, e, "a", "L")
+		takeOnce(t, e, "a", "forgotten")
 	}
 	e.Close()
 
@@ -90,20 +77,15 @@ func TestMarkPostgresRollback(t *testing.T) {
 		t.Fatalf("a start after the accepted rollback: %v", err)
 	}
 	defer e.Close()
-	res, err := e.Acquire(ctx, lk.AcquireRequest{Client: "a", Lock: "L", TTL: 30, Mode: lk.Exclusive}, 0)
 	// The mark reserved a block past the database's 0 at the first start.
-	if err != nil || res.Outcome != lk.Granted || res.Token <= markBlock || res.Token <= last {
-		t.Errorf("acquire after the accepted rollback: %+v, %v; want a token past the mark's reservation, %d", res, err, markBlock)
+	if got := takeOnce(t, e, "a", "L"); got <= markBlock || got <= last {
+		t.Errorf("acquire after the accepted rollback: token %d; want a token past the mark's reservation, %d", got, markBlock)
 	}
 	// Twice: the lock's row must start at its first token, not at 1
 	// under a lease of floor+1.
 	for i := range 2 {
-		res, err = e.Acquire(ctx, lk.AcquireRequest{Client: "b", Lock: "forgotten", TTL: 30, Mode: lk.Exclusive}, 0)
-		if err != nil || res.Outcome != lk.Granted || res.Token <= markBlock {
-			t.Errorf("acquire %d of a lock the restore forgot, after the accepted rollback: %+v, %v; want a token past the mark's reservation, %d (its tokens 1 to 3 were issued)", i+1, res, err, markBlock)
-		}
-		if _, err := e.Release(ctx, lk.ReleaseRequest{Client: "b", Lock: "forgotten"}); err != nil {
-			t.Fatal(err)
+		if got := takeOnce(t, e, "b", "forgotten"); got <= markBlock {
+			t.Errorf("acquire %d of a lock the restore forgot, after the accepted rollback: token %d; want a token past the mark's reservation, %d (its tokens 1 to 3 were issued)", i+1, got, markBlock)
 		}
 	}
 }

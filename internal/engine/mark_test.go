@@ -87,17 +87,7 @@ func TestMarkRollbackForgottenLock(t *testing.T) {
 			ctx := context.Background()
 			db := filepath.Join(t.TempDir(), "lk.db")
 			mark := db + MarkSuffix
-			take := func(e *Engine, lock string) int64 {
-				t.Helper()
-				res, err := e.Acquire(ctx, lk.AcquireRequest{Client: "c", Lock: lock, TTL: 30, Mode: lk.Exclusive}, 0)
-				if err != nil || res.Outcome != lk.Granted {
-					t.Fatalf("acquire %s: %+v, %v", lock, res, err)
-				}
-				if _, err := e.Release(ctx, lk.ReleaseRequest{Client: "c", Lock: lock}); err != nil {
-					t.Fatal(err)
-				}
-				return res.Token
-			}
+			take := func(e *Engine, lock string) int64 { return takeOnce(t, e, "c", lock) }
 			open := func(accept bool) (*Engine, error) {
 				return Open(ctx, db, Options{Mark: mark, AcceptRollback: accept})
 			}
@@ -171,4 +161,19 @@ func TestMarkRollbackForgottenLock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// takeOnce acquires lock for client, exclusive, granted at once, and
+// releases it: the token it was granted.
+func takeOnce(t *testing.T, e *Engine, client, lock string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	res, err := e.Acquire(ctx, lk.AcquireRequest{Client: client, Lock: lock, TTL: 30, Mode: lk.Exclusive}, 0)
+	if err != nil || res.Outcome != lk.Granted {
+		t.Fatalf("acquire %s for %s: %+v, %v", lock, client, res, err)
+	}
+	if _, err := e.Release(ctx, lk.ReleaseRequest{Client: client, Lock: lock}); err != nil {
+		t.Fatal(err)
+	}
+	return res.Token
 }
