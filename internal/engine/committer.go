@@ -125,7 +125,7 @@ func (c *committer) loop() {
 		ctx := context.WithoutCancel(c.ctx)
 		start, trips := time.Now(), c.r.db.RoundTrips()
 		answered := false
-		err := c.r.groupRunAhead(ctx, c.window(group, 0), func() {
+		err := c.r.groupRun(ctx, c.window(group, 0), func() {
 			c.runAll(ctx, group)
 			if failpoint.Enabled(failpoint.AnswerBeforeCommit) {
 				// The fault: answers sent for a transaction not yet

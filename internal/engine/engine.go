@@ -219,13 +219,19 @@ type rule[Q, R any] func(op *service.Op, q Q) (R, error)
 // call runs fn on q at the server's time in the next group commit, and
 // returns its result once the group is durable.
 func call[Q, R any](e *Engine, ctx context.Context, name string, q Q, fn rule[Q, R]) (R, error) {
-	return callAhead(e, ctx, name, repo.Warm{}, q, fn)
+	return callAhead(e, ctx, name, nil, q, fn)
 }
 
-// callAhead is call for an operation whose first read is ahead.
-func callAhead[Q, R any](e *Engine, ctx context.Context, name string, ahead repo.Warm, q Q, fn rule[Q, R]) (R, error) {
+// callAhead is call for an operation whose first read, ahead(q), is sent
+// ahead with its group's first round trip where a round trip is what an
+// operation costs: on a database with peers (PostgreSQL).
+func callAhead[Q, R any](e *Engine, ctx context.Context, name string, ahead func(Q) repo.Warm, q Q, fn rule[Q, R]) (R, error) {
+	var w repo.Warm
+	if ahead != nil && e.r.peers != nil {
+		w = ahead(q)
+	}
 	var res R
-	err := e.com.submitAhead(ctx, name, ahead, func(ctx context.Context, ts int64) error {
+	err := e.com.submitAhead(ctx, name, w, func(ctx context.Context, ts int64) error {
 		var err error
 		res, err = exec(e.r, ctx, ts, q, fn)
 		return err
@@ -274,7 +280,8 @@ func (e *Engine) Acquire(ctx context.Context, q lk.AcquireRequest, wait time.Dur
 		news, done = e.waits.subscribe(q.Client, q.Lock)
 		defer done()
 	}
-	res, err := callAhead(e, ctx, "acquire", e.ahead(q), q, service.Acquire)
+	ahead := func(q lk.AcquireRequest) repo.Warm { return service.AcquireAhead(&e.r.cfg, q) }
+	res, err := callAhead(e, ctx, "acquire", ahead, q, service.Acquire)
 	if err == nil && wait > 0 && res.Outcome == lk.Queued {
 		res, err = await(e, ctx, q.Client, q.Lock, wait, news, res)
 		if err != nil && !errors.Is(err, context.Canceled) {
@@ -294,11 +301,7 @@ func (e *Engine) Renew(ctx context.Context, q lk.RenewRequest) (lk.RenewResult, 
 
 // Release releases a lease or withdraws a queued request (L7).
 func (e *Engine) Release(ctx context.Context, q lk.ReleaseRequest) (lk.ReleaseResult, error) {
-	var ahead repo.Warm
-	if e.r.peers != nil {
-		ahead = service.ReleaseAhead(q)
-	}
-	return callAhead(e, ctx, "release", ahead, q, service.Release)
+	return callAhead(e, ctx, "release", service.ReleaseAhead, q, service.Release)
 }
 
 // Holds reports whether client holds a live lease on lock, or, with
@@ -437,13 +440,4 @@ func logDatabase(ctx context.Context, log *slog.Logger, r *runner, path string) 
 	}
 	log.Info("database", where, clock, clockUTC, slog.Int64("locks", sum.Locks), slog.Int64("highest_token", sum.HighestToken))
 	return nil
-}
-
-// ahead is an acquire's first read, sent ahead with its group's first
-// round trip where a round trip is what an operation costs (PostgreSQL).
-func (e *Engine) ahead(q lk.AcquireRequest) repo.Warm {
-	if e.r.peers == nil {
-		return repo.Warm{}
-	}
-	return service.AcquireAhead(&e.r.cfg, q)
 }

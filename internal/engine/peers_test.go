@@ -113,7 +113,7 @@ func TestGroupFailsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	var acqErr, writeErr error
-	err = r.groupRun(ctx, func() {
+	err = r.groupRun(ctx, nil, func() {
 		_, acqErr = exec(r, ctx, 0, lk.AcquireRequest{Client: "x", Lock: "L", TTL: 10, Mode: lk.Exclusive}, service.Acquire)
 		_, writeErr = exec(r, ctx, 1, lk.WriteRequest{Lock: "L", Key: "k", Value: "v", Token: 1},
 			func(op *service.Op, q lk.WriteRequest) (lk.WriteResult, error) { return service.Write(op, q, nil) })

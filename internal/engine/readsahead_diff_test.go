@@ -151,9 +151,9 @@ func runDifferential(t *testing.T, window bool, clients, locks int, ttl int64, s
 		ca.clock, cp.clock = NewManualClock(time.Unix(ts, 0)), NewManualClock(time.Unix(ts, 0))
 		var errA error
 		if window {
-			errA = ahead.groupRunAhead(ctx, ca.window(ga, 0), func() { ca.runAll(ctx, ga) })
+			errA = ahead.groupRun(ctx, ca.window(ga, 0), func() { ca.runAll(ctx, ga) })
 		} else {
-			errA = ahead.groupRunAhead(ctx, all, func() {
+			errA = ahead.groupRun(ctx, all, func() {
 				for i, p := range ga {
 					if i > 0 {
 						ahead.sendAhead(all[i:])
@@ -162,7 +162,7 @@ func runDifferential(t *testing.T, window bool, clients, locks int, ttl int64, s
 				}
 			})
 		}
-		errP := plain.groupRunAhead(ctx, nil, func() { cp.runAll(ctx, gp) })
+		errP := plain.groupRun(ctx, nil, func() { cp.runAll(ctx, gp) })
 		if fmt.Sprint(errA) != fmt.Sprint(errP) {
 			t.Fatalf("seed %d, group %d: the group failed with %v, without reads ahead with %v", seed, g, errA, errP)
 		}

@@ -49,7 +49,7 @@ func TestRoundTripsPerOperation(t *testing.T) {
 	ops := 0
 	for g := range groups {
 		ts := int64(101 + g)
-		err := r.groupRun(ctx, func() {
+		err := r.groupRun(ctx, nil, func() {
 			for i := range pairs {
 				c, l := fmt.Sprintf("c%d", i), fmt.Sprintf("L%d", i)
 				acquire(ts, c, l)
@@ -90,7 +90,7 @@ func TestAcquireAhead(t *testing.T) {
 			w = service.AcquireAhead(&r.cfg, q)
 		}
 		before := r.db.RoundTrips()
-		gerr := r.groupRunAhead(ctx, []repo.Warm{w}, func() {
+		gerr := r.groupRun(ctx, []repo.Warm{w}, func() {
 			res, err = exec(r, ctx, ts, q, service.Acquire)
 		})
 		if err != nil || gerr != nil {
@@ -159,7 +159,7 @@ func TestQueueingRoundTrips(t *testing.T) {
 			w = service.ReleaseAhead(q)
 		}
 		before := r.db.RoundTrips()
-		gerr := r.groupRunAhead(ctx, []repo.Warm{w}, func() {
+		gerr := r.groupRun(ctx, []repo.Warm{w}, func() {
 			switch q := q.(type) {
 			case lk.AcquireRequest:
 				res, err = exec(r, ctx, ts, q, service.Acquire)
@@ -241,7 +241,7 @@ func TestReadsAhead(t *testing.T) {
 			}
 		}
 		before := r.db.RoundTrips()
-		if err := r.groupRunAhead(ctx, ahead, func() { c.runAll(ctx, group) }); err != nil {
+		if err := r.groupRun(ctx, ahead, func() { c.runAll(ctx, group) }); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range group {

@@ -366,23 +366,19 @@ func (r *runner) rowChanged(start repo.Counters) bool {
 	return c != start
 }
 
-// group runs fn, and every operation on r while fn runs, in one transaction:
+// groupRun runs fn, and every operation on r while fn runs, in one transaction:
 // each operation in its own savepoint (so a failing one undoes only itself;
 // on PostgreSQL, without savepoints, it fails the group), one commit and one
 // sync to disk for all of them. This is group commit: the
-// caller must answer none of those operations before group returns nil. If
-// the commit fails, every one of them is undone and group returns the error.
+// caller must answer none of those operations before groupRun returns nil. If
+// the commit fails, every one of them is undone and groupRun returns the error.
 // Events reach the committed hook after the commit. dirty makes the group
 // write the service row even if no operation changed it: a readiness probe
 // (an empty group commits without writing anything, so its success says
-// nothing of a full disk).
-func (r *runner) groupRun(ctx context.Context, fn func()) (err error) {
-	return r.groupRunAhead(ctx, nil, fn)
-}
-
-// groupRunAhead is groupRun, with the first read of the group's first
-// operation sent ahead with the transaction's first round trip (repo.Warm).
-func (r *runner) groupRunAhead(ctx context.Context, ahead []repo.Warm, fn func()) (err error) {
+// nothing of a full disk). ahead are the first reads of the group's first
+// operations, sent with the transaction's first round trip (repo.Warm);
+// nil for none.
+func (r *runner) groupRun(ctx context.Context, ahead []repo.Warm, fn func()) (err error) {
 	ctx = context.WithoutCancel(ctx) // as in do
 	if err := r.openGroup(ctx, ahead); err != nil {
 		return err
