@@ -68,11 +68,7 @@ func TestFailpointsCaught(t *testing.T) {
 				if racy[fp] {
 					runs = 3
 				}
-				r := sc.run(t, []string{fp})
-				for i := 1; i < runs && r.OK(); i++ {
-					t.Logf("failpoint %s not caught in run %d of %d (a race); again", fp, i, runs)
-					r = sc.run(t, []string{fp})
-				}
+				r := runScenario(t, sc, []string{fp}, runs, validate.Result.OK)
 				if r.OK() {
 					t.Fatalf("failpoint %s was planted, but no check reported a violation", fp)
 				}

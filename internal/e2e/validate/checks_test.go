@@ -199,3 +199,25 @@ func TestChecksBite(t *testing.T) {
 		})
 	}
 }
+
+// TestUndecided: a run is undecided when porcupine's search ran out of
+// time and no other check found anything; a linearization ruled out, or
+// any other finding, decides it.
+func TestUndecided(t *testing.T) {
+	search := Violation{Check: CheckLinearization, Message: "the search did not end"}
+	other := Violation{Check: CheckTokenUnique, Message: "a token reissued"}
+	for _, c := range []struct {
+		r    Result
+		want bool
+	}{
+		{Result{Linearizable: porcupine.Unknown, Violations: []Violation{search}}, true},
+		{Result{Linearizable: porcupine.Unknown, Violations: []Violation{search, other}}, false},
+		{Result{Linearizable: porcupine.Illegal, Violations: []Violation{search}}, false},
+		{Result{Linearizable: porcupine.Ok}, false},
+		{Result{Linearizable: porcupine.Ok, Violations: []Violation{other}}, false},
+	} {
+		if got := c.r.Undecided(); got != c.want {
+			t.Errorf("%v: Undecided() = %v, want %v", c.r, got, c.want)
+		}
+	}
+}

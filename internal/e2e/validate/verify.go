@@ -58,6 +58,14 @@ func outcome(op history.Op) string {
 // OK reports whether every check passed.
 func (r Result) OK() bool { return len(r.Violations) == 0 }
 
+// Undecided reports whether the run's only finding is that porcupine's
+// search did not end within its time: no check found anything, and the
+// linearization was neither found nor ruled out.
+func (r Result) Undecided() bool {
+	return r.Linearizable == porcupine.Unknown &&
+		!slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Check != CheckLinearization })
+}
+
 // Caught reports whether check found something.
 func (r Result) Caught(check string) bool {
 	for _, v := range r.Violations {
