@@ -6,15 +6,16 @@ package repo
 // two reads that tell, after a kill, whether the last audited transaction
 // committed (service.AuditCommitted).
 
-var qLeaseTake = portable("LeaseTake", `DELETE FROM leases WHERE lock = ? AND client = ?
-		RETURNING mode, token, granted_at, expires_at`)
+var qLeaseTake = portable("LeaseTake", `DELETE FROM leases WHERE lock = ?1 AND client = ?2
+		RETURNING mode, token, granted_at, expires_at, (SELECT queue_length FROM locks WHERE name = ?1)`)
 
-// LeaseTake removes client's lease on lock and returns it; found is false
-// when there was none.
-func LeaseTake(tx *Tx, lock, client string) (l LeaseRow, found bool, err error) {
+// LeaseTake removes client's lease on lock and returns it, with how many
+// wait for the lock (a release that finds none reads no queue); found is
+// false when there was none.
+func LeaseTake(tx *Tx, lock, client string) (l LeaseRow, waiting int64, found bool, err error) {
 	l.Lock, l.Client = lock, client
-	found, err = tx.row(qLeaseTake, []any{lock, client}, &l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt)
-	return l, found, err
+	found, err = tx.row(qLeaseTake, []any{lock, client}, &l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt, &waiting)
+	return l, waiting, found, err
 }
 
 var qQueueTakeClient = portable("QueueTakeClient", `DELETE FROM queue_entries WHERE client = ?

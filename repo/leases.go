@@ -71,10 +71,10 @@ func WarmLeaseEnd(client, lock string) Warm {
 
 // LeaseEnd removes client's lease on lock and ends its grant's row, how at
 // instant at (a release, revoke or abort), and returns the lease; found is
-// false when there was none. waiting is how many wait for the lock where
-// the one statement of the dialect reads it (PostgreSQL: a hand-over that
-// finds none needs no read of the queue, a round trip less), -1 where it
-// is not known.
+// false when there was none. waiting is how many wait for the lock, read
+// by the statement that deletes the lease: a hand-over that finds none
+// reads no queue (on PostgreSQL a round trip less, on SQLite a statement
+// less in the committer's turn).
 //
 // Where the lease and the count were read ahead (WarmLeaseEnd), the end
 // is only queued, to go with the transaction's next batch: the rows kept
@@ -94,10 +94,10 @@ func LeaseEnd(tx *Tx, lock, client string, how lk.Ending, at int64) (l LeaseRow,
 		found, err = tx.row(qLeaseEndOne, args, &l.Mode, &l.Token, &l.GrantedAt, &l.ExpiresAt, &waiting)
 		return l, waiting, found, err
 	}
-	if l, found, err = LeaseTake(tx, lock, client); err != nil || !found {
-		return l, -1, found, err
+	if l, waiting, found, err = LeaseTake(tx, lock, client); err != nil || !found {
+		return l, waiting, found, err
 	}
-	return l, -1, true, grantEnd(tx, l, how, at)
+	return l, waiting, true, grantEnd(tx, l, how, at)
 }
 
 var qLeaseGet = portable("LeaseGet",
