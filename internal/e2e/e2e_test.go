@@ -22,13 +22,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// checkTimeout bounds porcupine's search; a search that does not end in
-// time fails the test (Verify).
+// checkTimeout bounds porcupine's search; a run whose search does not end
+// in time decided nothing, and runs again (runClean, runScenario).
 const checkTimeout = time.Minute
 
 // scenarioCheckTimeout is checkTimeout, shorter when failpoints are planted:
-// a history with no linearization costs porcupine the whole search, and
-// its running out counts as a violation all the same.
+// a history with no linearization costs porcupine the whole search, and a
+// run whose search runs out is run again (TestFailpointsCaught).
 func scenarioCheckTimeout(failpoints []string) time.Duration {
 	if len(failpoints) > 0 {
 		return 20 * time.Second

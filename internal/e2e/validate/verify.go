@@ -16,9 +16,10 @@ import (
 )
 
 // checkLinearizable checks the history against model.Model with porcupine,
-// within timeout. An Unknown result (the search ran out of time) is a
-// failure like Illegal: a check that cannot conclude proves nothing. info
-// is porcupine's, for its picture (report.SaveLinearization).
+// within timeout. An Unknown result (the search ran out of time) proves
+// nothing either way: Verify reports it as a violation, which
+// Result.Undecided tells apart from a finding (a scenario's test runs
+// again). info is porcupine's, for its picture (report.SaveLinearization).
 func checkLinearizable(h *history.History, timeout time.Duration) (porcupine.CheckResult, porcupine.LinearizationInfo) {
 	return porcupine.CheckOperationsVerbose(model.Model, model.Operations(h.Ops(), h.Faults(), h.AnswerSettle()), timeout)
 }
@@ -115,7 +116,7 @@ func Verify(tb testing.TB, h *history.History, timeout time.Duration, more ...Vi
 	if res != porcupine.Ok {
 		msg := "no linearization of the history exists"
 		if res == porcupine.Unknown {
-			msg = fmt.Sprintf("the search did not end within %v (counted as a failure)", timeout)
+			msg = fmt.Sprintf("the search did not end within %v: nothing decided", timeout)
 		}
 		r.Violations = append(r.Violations, Violation{Check: CheckLinearization, Message: msg})
 	}
