@@ -7,7 +7,7 @@ package repo
 // committed (service.AuditCommitted).
 
 var qLeaseTake = portable("LeaseTake", `DELETE FROM leases WHERE lock = ?1 AND client = ?2
-		RETURNING mode, token, granted_at, expires_at, (SELECT queue_length FROM locks WHERE name = ?1)`)
+		RETURNING mode, token, granted_at, expires_at, COALESCE((SELECT queue_length FROM locks WHERE name = ?1), 0)`)
 
 // LeaseTake removes client's lease on lock and returns it, with how many
 // wait for the lock (a release that finds none reads no queue); found is

@@ -71,10 +71,11 @@ func WarmLeaseEnd(client, lock string) Warm {
 
 // LeaseEnd removes client's lease on lock and ends its grant's row, how at
 // instant at (a release, revoke or abort), and returns the lease; found is
-// false when there was none. waiting is how many wait for the lock, read
-// by the statement that deletes the lease: a hand-over that finds none
-// reads no queue (on PostgreSQL a round trip less, on SQLite a statement
-// less in the committer's turn).
+// false when there was none (and waiting 0). waiting is how many wait for
+// the lock, read with the lease: by the statement that deletes it, or by
+// the read sent ahead of it (below). A hand-over that finds none reads no
+// queue: on PostgreSQL a round trip less, on SQLite a statement less in
+// the committer's turn.
 //
 // Where the lease and the count were read ahead (WarmLeaseEnd), the end
 // is only queued, to go with the transaction's next batch: the rows kept

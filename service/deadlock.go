@@ -2,6 +2,7 @@ package service
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	lk "github.com/leasekeeper/leasekeeper"
@@ -123,8 +124,12 @@ func abort(op *Op, requester, victim, lock string, asked lk.Mode, cycle []string
 	queued := lock != "" && asked == ""
 	if queued {
 		var err error
-		if entry, _, err = repo.QueueTakeClient(tx, victim); err != nil {
+		var found bool
+		if entry, found, err = repo.QueueTakeClient(tx, victim); err != nil {
 			return err
+		}
+		if !found { // as in Release: the waiters' count must stay exact
+			return fmt.Errorf("%s waits for %s but has no queue entry", victim, lock)
 		}
 		if err := repo.LockDequeue(tx, lock); err != nil {
 			return err

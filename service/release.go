@@ -1,6 +1,8 @@
 package service
 
 import (
+	"fmt"
+
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
 	"github.com/leasekeeper/leasekeeper/repo"
@@ -34,9 +36,15 @@ func Release(op *Op, req lk.ReleaseRequest) (lk.ReleaseResult, error) {
 	if waitingFor != lock {
 		return lk.ReleaseResult{}, lk.Errorf(lk.CodeNotHolder, client+" neither holds a live lease on "+lock+" nor waits for it")
 	}
-	e, _, err := repo.QueueTakeClient(tx, client)
+	e, found, err := repo.QueueTakeClient(tx, client)
 	if err != nil {
 		return lk.ReleaseResult{}, err
+	}
+	if !found {
+		// Not reachable while a client's waiting_for and its queue entry
+		// change together; were it, the lock's count of waiters (which a
+		// release trusts to skip its hand-over) must not move.
+		return lk.ReleaseResult{}, fmt.Errorf("%s waits for %s but has no queue entry", client, lock)
 	}
 	if err := repo.LockDequeue(tx, lock); err != nil {
 		return lk.ReleaseResult{}, err

@@ -7,33 +7,37 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
 // TestReleaseReadsQueueOnlyWithWaiters: on SQLite, the statement that
-// deletes a released lease also reads how many wait for its lock, so that
-// a release nobody waits behind reads no queue; one with a waiter reads it
-// and hands the lock over.
+// deletes a released or revoked lease also reads how many wait for its
+// lock, so that an end nobody waits behind reads no queue, and one with
+// waiters hands the lock over. The count must stay exact through a
+// withdrawal and a hand-over: the last release, with the queue emptied
+// that way, reads no queue either.
 func TestReleaseReadsQueueOnlyWithWaiters(t *testing.T) {
 	ctx := context.Background()
 	d := testutil.OpenDirect(t, repo.MemoryPath, service.Config{Explain: true})
-	acquire := func(ts int64, client string) lk.AcquireResult {
+	ts := int64(0)
+	acquire := func(client string, want lk.Outcome) {
 		t.Helper()
+		ts++
 		r, err := d.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: "L", TTL: 30, Mode: lk.Exclusive})
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || r.Outcome != want {
+			t.Fatalf("acquire by %s: %+v, %v; want %s", client, r, err, want)
 		}
-		return r
 	}
-	// queueReads releases client's lease at ts and counts the statements
-	// that read queue_entries.
-	queueReads := func(ts int64, client string) int64 {
+	// queueReads runs end, counting the statements that read queue_entries.
+	queueReads := func(end func() error) int64 {
 		t.Helper()
 		d.CollectStats()
-		if r, err := d.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "L"}); err != nil || r.Outcome != lk.Released {
-			t.Fatalf("release by %s: %+v, %v", client, r, err)
+		ts++
+		if err := end(); err != nil {
+			t.Fatal(err)
 		}
 		var n int64
 		for _, s := range d.Stats() {
@@ -43,23 +47,52 @@ func TestReleaseReadsQueueOnlyWithWaiters(t *testing.T) {
 		}
 		return n
 	}
-	acquire(1, "a")
-	if n := queueReads(2, "a"); n != 0 {
+	release := func(client string, want lk.Outcome) func() error {
+		return func() error {
+			r, err := d.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "L"})
+			if err == nil && r.Outcome != want {
+				err = fmt.Errorf("release by %s: %+v, want %s", client, r, want)
+			}
+			return err
+		}
+	}
+	holder := func(want string) {
+		t.Helper()
+		ts++
+		st, err := d.Inspect(ctx, ts, lk.InspectRequest{Lock: "L"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Holders) != 1 || st.Holders[0].Client != want {
+			t.Errorf("holders %+v, want %s", st.Holders, want)
+		}
+	}
+
+	acquire("a", lk.Granted)
+	if n := queueReads(release("a", lk.Released)); n != 0 {
 		t.Errorf("a release with nobody waiting read the queue %d times, want none", n)
 	}
-	acquire(3, "a")
-	if r := acquire(4, "b"); r.Outcome != lk.Queued {
-		t.Fatalf("b: %+v, want queued", r)
-	}
-	if n := queueReads(5, "a"); n == 0 {
+	acquire("a", lk.Granted)
+	acquire("b", lk.Queued)
+	if n := queueReads(release("a", lk.Released)); n == 0 {
 		t.Error("a release with a waiter read no queue")
 	}
-	st, err := d.Inspect(ctx, 6, lk.InspectRequest{Lock: "L"})
-	if err != nil {
-		t.Fatal(err)
+	holder("b")
+	acquire("c", lk.Queued)
+	if n := queueReads(func() error {
+		_, err := engine.Do(d, ctx, ts, lk.RevokeRequest{Client: "b", Lock: "L"}, service.Revoke)
+		return err
+	}); n == 0 {
+		t.Error("a revoke with a waiter read no queue")
 	}
-	if len(st.Holders) != 1 || st.Holders[0].Client != "b" {
-		t.Errorf("after the release: holders %+v, want b", st.Holders)
+	holder("c")
+	acquire("d", lk.Queued)
+	acquire("e", lk.Queued)
+	queueReads(release("d", lk.Withdrawn))
+	queueReads(release("c", lk.Released))
+	holder("e")
+	if n := queueReads(release("e", lk.Released)); n != 0 {
+		t.Errorf("the last release, its queue emptied by a withdrawal and a hand-over, read the queue %d times, want none", n)
 	}
 }
 

@@ -32,7 +32,7 @@
 //	                    lock to have nobody waiting, and does not hand it
 //	                    over (the guard is the waiters' count that
 //	                    repo.LeaseEnd returns, which lets an operation skip
-//	                    the queue's reads on PostgreSQL; a wrong count
+//	                    the queue's reads on both dialects; a wrong count
 //	                    strands the queue)
 //	skip-service-lock   repo/service.go: on PostgreSQL, a transaction reads
 //	                    the service row without locking it (no FOR
