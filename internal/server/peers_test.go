@@ -43,11 +43,17 @@ func newTally() *tally                            { return &tally{counts: map[lk
 
 func startPair(t *testing.T, at int64) (a, b *fixture, ta, tb *tally) {
 	t.Helper()
+	return startPairWith(t, at, service.Config{})
+}
+
+// startPairWith is startPair with the rules' configuration.
+func startPairWith(t *testing.T, at int64, rules service.Config) (a, b *fixture, ta, tb *tally) {
+	t.Helper()
 	dsn := pgtest.DSN(t)
 	clock := engine.NewManualClock(time.Unix(at, 0))
 	ta, tb = newTally(), newTally()
-	a = startWith(t, dsn, clock, engine.Options{Observer: ta})
-	b = startWith(t, dsn, clock, engine.Options{Observer: tb})
+	a = startWith(t, dsn, clock, engine.Options{Observer: ta, Rules: rules})
+	b = startWith(t, dsn, clock, engine.Options{Observer: tb, Rules: rules})
 	return a, b, ta, tb
 }
 
@@ -102,16 +108,21 @@ func TestPeersLapseHandedOverOnce(t *testing.T) {
 }
 
 // TestPeersDeadlockVictimOnOtherServer: a deadlock found by one server
-// aborts a client whose blocked acquire the other server holds.
+// aborts a client whose blocked acquire the other server holds. The
+// servers explain, as serve's do: the victim's answer may come from the
+// abort's notification or, when its server rechecks its waits (after its
+// listener connects, under load), from the state it reads, which has the
+// abort's explanation only where explanations are kept.
 func TestPeersDeadlockVictimOnOtherServer(t *testing.T) {
-	a, b, _, _ := startPair(t, 0)
+	a, b, _, _ := startPairWith(t, 0, service.Config{Explain: true})
 	a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L1", "ttl": 100})
 	b.call("POST", "/v1/acquire", map[string]any{"client": "y", "lock": "L2", "ttl": 100})
 	ch := b.acquireAsync(map[string]any{"client": "y", "lock": "L1", "ttl": 100, "wait": 600})
 	a.waitQueued("y")
 	_, v := a.call("POST", "/v1/acquire", map[string]any{"client": "x", "lock": "L2", "ttl": 100})
 	const why = `[{"victim": "y", "age": 2, "cycle": [{"client": "x", "age": 1, "waits_for": "L2"}, {"client": "y", "age": 2, "waits_for": "L1"}]}]`
-	expect(t, v, `{"outcome": "granted", "token": 2, "granted_at": 0, "expires_at": 100, "victims": ["y"], "aborts": `+why+`}`)
+	expect(t, v, `{"outcome": "granted", "token": 2, "granted_at": 0, "expires_at": 100, "victims": ["y"], "aborts": `+why+`,
+		"predecessors": [{"client": "y", "mode": "exclusive", "token": 1, "ended": "aborted", "ended_at": 0}]}`)
 	expect(t, receive(t, ch), `{"outcome": "deadlock", "victims": ["y"], "aborts": `+why+`}`)
 }
 
