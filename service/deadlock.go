@@ -2,7 +2,6 @@ package service
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 
 	lk "github.com/leasekeeper/leasekeeper"
@@ -124,14 +123,7 @@ func abort(op *Op, requester, victim, lock string, asked lk.Mode, cycle []string
 	queued := lock != "" && asked == ""
 	if queued {
 		var err error
-		var found bool
-		if entry, found, err = repo.QueueTakeClient(tx, victim); err != nil {
-			return err
-		}
-		if !found { // as in Release: the waiters' count must stay exact
-			return fmt.Errorf("%s waits for %s but has no queue entry", victim, lock)
-		}
-		if err := repo.LockDequeue(tx, lock); err != nil {
+		if entry, err = leaveQueue(tx, victim, lock); err != nil {
 			return err
 		}
 	}

@@ -36,21 +36,29 @@ func Release(op *Op, req lk.ReleaseRequest) (lk.ReleaseResult, error) {
 	if waitingFor != lock {
 		return lk.ReleaseResult{}, lk.Errorf(lk.CodeNotHolder, client+" neither holds a live lease on "+lock+" nor waits for it")
 	}
-	e, found, err := repo.QueueTakeClient(tx, client)
+	e, err := leaveQueue(tx, client, lock)
 	if err != nil {
-		return lk.ReleaseResult{}, err
-	}
-	if !found {
-		// Not reachable while a client's waiting_for and its queue entry
-		// change together; were it, the lock's count of waiters (which a
-		// release trusts to skip its hand-over) must not move.
-		return lk.ReleaseResult{}, fmt.Errorf("%s waits for %s but has no queue entry", client, lock)
-	}
-	if err := repo.LockDequeue(tx, lock); err != nil {
 		return lk.ReleaseResult{}, err
 	}
 	op.emit(Event{Kind: lk.EventWithdraw, Client: client, Lock: lock, At: ts, Position: e.Position, Mode: e.Mode})
 	return lk.ReleaseResult{Outcome: lk.Withdrawn}, promote(op, lock, ts)
+}
+
+// leaveQueue takes client's entry out of lock's queue without a grant (a
+// withdrawal, a deadlock abort), and the lock's count of waiters down with
+// it. A release trusts that count to skip its hand-over, so it moves only
+// with an entry taken: a client that waits for lock without one (not
+// reachable while its waiting_for and its entry change together) is an
+// error.
+func leaveQueue(tx *repo.Tx, client, lock string) (repo.QueueEntry, error) {
+	e, found, err := repo.QueueTakeClient(tx, client)
+	if err != nil {
+		return e, err
+	}
+	if !found {
+		return e, fmt.Errorf("%s waits for %s but has no queue entry", client, lock)
+	}
+	return e, repo.LockDequeue(tx, lock)
 }
 
 // ReleaseAhead is the first read Release makes for req, for the runtime

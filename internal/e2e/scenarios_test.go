@@ -75,7 +75,7 @@ func runScenario(t *testing.T, sc scenario, failpoints []string, runs int,
 		again, skipped := false, false
 		ok := t.Run(fmt.Sprintf("run-%d", i), func(t *testing.T) {
 			defer func() { skipped = t.Skipped() }()
-			r = validate.Result{}
+			r = validate.Result{} // what stays if the run stops (t.Fatal, t.Skip)
 			r = sc.run(t, failpoints)
 			again = judge(t, r, i == runs)
 		})

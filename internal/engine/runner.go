@@ -372,10 +372,10 @@ func (r *runner) rowChanged(start repo.Counters) bool {
 // sync to disk for all of them. This is group commit: the
 // caller must answer none of those operations before groupRun returns nil. If
 // the commit fails, every one of them is undone and groupRun returns the error.
-// Events reach the committed hook after the commit. dirty makes the group
-// write the service row even if no operation changed it: a readiness probe
-// (an empty group commits without writing anything, so its success says
-// nothing of a full disk). ahead are the first reads of the group's first
+// Events reach the committed hook after the commit. markDirty, called
+// while fn runs, makes the group write the service row even if no
+// operation changed it: a readiness probe (an empty group commits without
+// writing anything, so its success says nothing of a full disk). ahead are the first reads of the group's first
 // operations, sent with the transaction's first round trip (repo.Warm);
 // nil for none.
 func (r *runner) groupRun(ctx context.Context, ahead []repo.Warm, fn func()) (err error) {
