@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,18 @@ func TestOverRateRenewsOnlyWhatItHolds(t *testing.T) {
 	if counts[http.StatusTooManyRequests] < 100 {
 		t.Errorf("120 renews and releases of nothing: %v by status, want at least 100 refused with 429", counts)
 	}
-	f.want("tok-a", "POST", "/v1/renew", `{"client":"a1","lock":"X","ttl":100}`, 429, "holds nothing to renew on X")
+	// The bucket refills one request every 200 ms, and a slow run (-race,
+	// a busy machine) may have let one through since the loop's last
+	// charge; each one let through is charged, so a 429 comes within a
+	// few.
+	st, got := 0, ""
+	for range 5 {
+		if st, got = f.do("tok-a", "POST", "/v1/renew", `{"client":"a1","lock":"X","ttl":100}`); st != http.StatusConflict {
+			break
+		}
+	}
+	if st != http.StatusTooManyRequests || !strings.Contains(got, "holds nothing to renew on X") {
+		t.Errorf("renew of X over the rate: HTTP %d %s, want 429 with holds nothing to renew on X", st, got)
+	}
 	f.want("tok-a", "POST", "/v1/release", `{"client":"a1","lock":"L"}`, 200, "released")
 }
