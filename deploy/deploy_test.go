@@ -449,13 +449,15 @@ func traffic(t *testing.T, s *server) {
 	}
 
 	// A lapse, with a waiter handed the lock; then a client left waiting.
-	s.expect(t, "/v1/acquire", `{"client":"short","lock":"LP","ttl":1}`, "granted")
+	// ttl 2, not 1: the server's clock counts whole seconds, so a lease of
+	// 1 s may lapse at the next second's first commit, before next asks.
+	s.expect(t, "/v1/acquire", `{"client":"short","lock":"LP","ttl":2}`, "granted")
 	s.expect(t, "/v1/acquire", `{"client":"next","lock":"LP","ttl":300}`, "queued")
 	s.expect(t, "/v1/acquire", `{"client":"later","lock":"LP","ttl":300}`, "queued")
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(s.scrapeText(t), "\nleasekeeper_lapses_total 1\n") {
 		if time.Now().After(deadline) {
-			t.Fatal("the lease of ttl 1 did not lapse within 10 s")
+			t.Fatal("the lease of ttl 2 did not lapse within 10 s")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

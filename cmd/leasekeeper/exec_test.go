@@ -34,20 +34,22 @@ func testExecEnv(t *testing.T, bin string) {
 	}
 }
 
-// A 2-second lease is kept alive through a 6-second command.
+// A 3-second lease is kept alive through a 6-second command. (A lease of
+// 2 s leaves each renew a third of a second before the client must count
+// the lease lost: too little on a busy machine.)
 func testExecKeepAlive(t *testing.T, bin string) {
 	s := startCLIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd, stdout, stderr := cliCommand(ctx, bin, s.url, "exec", "L", "--client", "a", "--ttl", "2", "--", "sh", "-c", "sleep 6; echo done")
+	cmd, stdout, stderr := cliCommand(ctx, bin, s.url, "exec", "L", "--client", "a", "--ttl", "3", "--", "sh", "-c", "sleep 6; echo done")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "a holds L", func() bool { return holds(s, "a", "L") })
-	time.Sleep(4 * time.Second) // two lease lengths in: held only if renewed
+	time.Sleep(4 * time.Second) // past the lease's length: held only if renewed
 	st, err := s.Inspect(ctx, "L")
 	if err != nil || len(st.Holders) != 1 || st.Holders[0].Client != "a" || st.Holders[0].Token != 1 {
-		t.Errorf("4s into a 2s lease: %+v, %v; want a holding token 1", st, err)
+		t.Errorf("4s into a 3s lease: %+v, %v; want a holding token 1", st, err)
 	}
 	err = cmd.Wait()
 	if exitCode(err) != 0 || stdout.String() != "done\n" || stderr.Len() != 0 {

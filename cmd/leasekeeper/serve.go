@@ -161,6 +161,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog, lo
 	}
 	cerr := eng.Close()
 	tel.Flush()
+	sec.flush()
 	if err == nil || errors.Is(err, http.ErrServerClosed) {
 		err = cerr
 	}

@@ -32,6 +32,14 @@ func addSecurityFlags(cmd *cobra.Command) *securityFlags {
 	return f
 }
 
+// flush logs what the Authorizer still holds back (the count of refusals
+// left out of the log), at shutdown.
+func (s *security) flush() {
+	if a, ok := s.Authorizer.(*auth.Authorizer); ok {
+		a.Flush()
+	}
+}
+
 // security is what serve gets from its security flags: the Authorizer for
 // server.Options (nil without an auth file) and how to listen.
 type security struct {

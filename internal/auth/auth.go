@@ -126,6 +126,14 @@ func New(principals []Principal, log *slog.Logger) *Authorizer {
 	return a
 }
 
+// Flush logs the count of refusals left out of the log so far, now rather
+// than a second after the first of them: at shutdown, so that it is not lost.
+func (a *Authorizer) Flush() {
+	if a.refusals != nil {
+		a.refusals.Flush()
+	}
+}
+
 // Principals returns how many principals a has.
 func (a *Authorizer) Principals() int { return len(a.principals) }
 

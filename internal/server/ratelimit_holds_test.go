@@ -32,6 +32,7 @@ func TestOverRateRenewsOnlyWhatItHolds(t *testing.T) {
 	f.acquire("tok-a", "a1", "L")
 
 	counts := map[int]int{}
+	start := time.Now()
 	for range 60 {
 		st, _ := f.do("tok-a", "POST", "/v1/renew", `{"client":"a1","lock":"X","ttl":100}`)
 		counts[st]++
@@ -41,8 +42,11 @@ func TestOverRateRenewsOnlyWhatItHolds(t *testing.T) {
 		// rate or not.
 		f.want("tok-a", "POST", "/v1/renew", `{"client":"a1","lock":"L","ttl":100}`, 200, "renewed")
 	}
-	if counts[http.StatusTooManyRequests] < 100 {
-		t.Errorf("120 renews and releases of nothing: %v by status, want at least 100 refused with 429", counts)
+	// At most the bucket (5) and what it refilled while the loop ran (5 a
+	// second) got through; the loop takes well under a second, but need
+	// not on a busy machine.
+	if want := 120 - 6 - int(5*time.Since(start).Seconds()); counts[http.StatusTooManyRequests] < want {
+		t.Errorf("120 renews and releases of nothing: %v by status, want at least %d refused with 429", counts, want)
 	}
 	// The bucket refills one request every 200 ms, and a slow run (-race,
 	// a busy machine) may have let one through since the loop's last
