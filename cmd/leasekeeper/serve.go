@@ -136,7 +136,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog, lo
 	}
 	srv := server.New(eng, server.Options{Logger: log, Authorizer: sec.Authorizer, Observer: tel, Metrics: tel.Handler(), MaxStreams: cf.maxStreams})
 	tel.ConnectionsFrom(conns.Open, conns.Max())
-	hs := cf.httpServer(srv.Handler(), conns, log)
+	hs, httpLog := cf.httpServer(srv.Handler(), conns, log)
 	log.Info("listening", "url", sec.scheme()+"://"+ln.Addr().String(), "database", repo.Redacted(dbPath))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -160,8 +160,11 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog, lo
 		err = stopServing(log, hs, eng, conns)
 	}
 	cerr := eng.Close()
+	// The counts of log lines held back, which a stop within a second of
+	// them would lose.
 	tel.Flush()
 	sec.flush()
+	httpLog.Flush()
 	if err == nil || errors.Is(err, http.ErrServerClosed) {
 		err = cerr
 	}

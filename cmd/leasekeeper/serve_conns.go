@@ -79,21 +79,23 @@ func (f *connFlags) setup(log *slog.Logger) (*server.Conns, error) {
 func (f *connFlags) headerTimeout() time.Duration { return min(10*time.Second, f.readReq) }
 
 // httpServer is the http.Server of h with the flags' timeouts and the
-// guards of conns.
-func (f *connFlags) httpServer(h http.Handler, conns *server.Conns, log *slog.Logger) *http.Server {
+// guards of conns, and the limiter of its log lines, for serve to flush at
+// shutdown.
+func (f *connFlags) httpServer(h http.Handler, conns *server.Conns, log *slog.Logger) (*http.Server, *server.LogLimiter) {
+	// net/http logs a line per failed TLS handshake, which a client can
+	// cause as fast as it connects.
+	lim := server.NewLogLimiter(server.RefusalLogRate, server.RefusalLogBurst, func(n int) {
+		log.Warn(fmt.Sprintf("suppressed %d lines of net/http", n), "suppressed", n)
+	})
 	hs := &http.Server{
 		Handler:           h,
 		ReadTimeout:       f.readReq,
 		ReadHeaderTimeout: f.headerTimeout(),
 		IdleTimeout:       f.idle,
-		// net/http logs a line per failed TLS handshake, which a client can
-		// cause as fast as it connects.
-		ErrorLog: stdlog.New(&limitedLog{log: log, lim: server.NewLogLimiter(server.RefusalLogRate, server.RefusalLogBurst, func(n int) {
-			log.Warn(fmt.Sprintf("suppressed %d lines of net/http", n), "suppressed", n)
-		})}, "", 0),
+		ErrorLog:          stdlog.New(&limitedLog{log: log, lim: lim}, "", 0),
 	}
 	conns.Configure(hs)
-	return hs
+	return hs, lim
 }
 
 // limitedLog passes net/http's log lines to log at a bounded rate.

@@ -392,3 +392,39 @@ func TestServeRefusalLogBounded(t *testing.T) {
 	}
 	count("audit log", string(audit), `"msg":"auth_failure"`, regexp.MustCompile(`"msg":"refusals_suppressed","count":(\d+)`))
 }
+
+// TestServeHTTPLogCountedAtStop: net/http's own lines (a failed TLS
+// handshake each) reach the server's log at a bounded rate, and a line
+// "suppressed N lines of net/http" counts the rest, also when serve stops
+// within the second after them (the count was lost then).
+func TestServeHTTPLogCountedAtStop(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	_, certFile, keyFile := writeTestPKI(t, dir)
+	srv := startServe(t, bin, filepath.Join(dir, "serve.db"),
+		"--auth-file", limitsAuthFile(t, dir), "--tls-cert", certFile, "--tls-key", keyFile)
+	const n = 200
+	addr := strings.TrimPrefix(srv.URL(), "https://")
+	for range n {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Plain HTTP to the TLS port: net/http logs the failed handshake
+		// and answers 400.
+		io.WriteString(conn, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+		io.Copy(io.Discard, conn)
+		conn.Close()
+	}
+	srv.Stop()
+	text := srv.Log()
+	lines, held := strings.Count(text, "TLS handshake error"), 0
+	for _, m := range regexp.MustCompile(`"msg":"suppressed (\d+) lines of net/http"`).FindAllStringSubmatch(text, -1) {
+		k, _ := strconv.Atoi(m[1])
+		held += k
+	}
+	t.Logf("%d failed handshakes: %d lines, %d suppressed", n, lines, held)
+	if lines+held != n || lines >= n {
+		t.Errorf("%d failed handshakes: %d lines and %d suppressed, want some suppressed and %d in all", n, lines, held, n)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,6 +191,36 @@ func TestLogLimiter(t *testing.T) {
 	defer mu.Unlock()
 	if allowed != 5 || len(reports) != 1 || reports[0] != 995 {
 		t.Errorf("1000 lines: %d allowed, reports %v; want 5 and [995]", allowed, reports)
+	}
+}
+
+// TestLogLimiterFlushWaits: a Flush while another is reporting (the
+// timer's, as a shutdown comes) returns only once that report is written:
+// serve exits after its Flush, and a count taken but not yet written was
+// lost with the process.
+func TestLogLimiterFlushWaits(t *testing.T) {
+	reporting, release := make(chan struct{}), make(chan struct{})
+	var written atomic.Bool
+	l := server.NewLogLimiter(0.001, 1, func(n int) {
+		close(reporting)
+		<-release
+		written.Store(true)
+	})
+	l.Allow()
+	l.Allow() // held back
+	go l.Flush()
+	<-reporting
+	done := make(chan struct{})
+	go func() { l.Flush(); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("a second Flush returned while the first was still reporting")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-done
+	if !written.Load() {
+		t.Error("the count was not written when Flush returned")
 	}
 }
 

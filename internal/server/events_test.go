@@ -252,7 +252,7 @@ func TestEventsFilters(t *testing.T) {
 		"?lock=a":             {"5:grant:x:a"},
 	} {
 		last, _ := strconv.ParseInt(strings.SplitN(want[len(want)-1], ":", 2)[0], 10, 64)
-		got := append(streams[q].until(last, 5*time.Second), streams[q].quiet(100*time.Millisecond)...)
+		got := append(streams[q].until(last, 5*time.Second), streams[q].quiet(300*time.Millisecond)...)
 		t.Run(q, func(t *testing.T) { expectKinds(t, got, want...) })
 	}
 	for _, q := range []string{"?lock=", "?prefix=", "?client=", "?last_event_id=x", "?last_event_id=-1"} {

@@ -24,6 +24,7 @@ type LogLimiter struct {
 	burst     float64
 	report    func(suppressed int)
 
+	reporting  sync.Mutex // held by Flush from taking the count to reporting it
 	mu         sync.Mutex
 	tokens     float64
 	last       time.Time
@@ -60,8 +61,11 @@ func (l *LogLimiter) Allow() bool {
 }
 
 // Flush reports the lines held back so far, if any, now: at shutdown, so
-// that the count is not lost.
+// that the count is not lost. A Flush waits for one under way (the
+// timer's), whose count it would otherwise find taken and not yet written.
 func (l *LogLimiter) Flush() {
+	l.reporting.Lock()
+	defer l.reporting.Unlock()
 	l.mu.Lock()
 	n := l.suppressed
 	l.suppressed = 0
