@@ -372,11 +372,7 @@ func TestServeRefusalLogBounded(t *testing.T) {
 	// A burst of 50, then 10 a second, and a count a second.
 	bound := 50 + int(10*(elapsed.Seconds()+2)) + 5
 	count := func(name, text, line string, suppressed *regexp.Regexp) {
-		lines, held := strings.Count(text, line), 0
-		for _, m := range suppressed.FindAllStringSubmatch(text, -1) {
-			k, _ := strconv.Atoi(m[1])
-			held += k
-		}
+		lines, held := strings.Count(text, line), heldBack(text, suppressed)
 		t.Logf("%s: %d refusals in %v: %d lines, %d suppressed, %d bytes", name, n, elapsed.Round(time.Millisecond), lines, held, len(text))
 		if lines > bound {
 			t.Errorf("%s: %d lines of refusals, want at most %d", name, lines, bound)
@@ -418,13 +414,21 @@ func TestServeHTTPLogCountedAtStop(t *testing.T) {
 	}
 	srv.Stop()
 	text := srv.Log()
-	lines, held := strings.Count(text, "TLS handshake error"), 0
-	for _, m := range regexp.MustCompile(`"msg":"suppressed (\d+) lines of net/http"`).FindAllStringSubmatch(text, -1) {
-		k, _ := strconv.Atoi(m[1])
-		held += k
-	}
+	lines := strings.Count(text, "TLS handshake error")
+	held := heldBack(text, regexp.MustCompile(`"msg":"suppressed \d+ lines of net/http","suppressed":(\d+)`))
 	t.Logf("%d failed handshakes: %d lines, %d suppressed", n, lines, held)
 	if lines+held != n || lines >= n {
 		t.Errorf("%d failed handshakes: %d lines and %d suppressed, want some suppressed and %d in all", n, lines, held, n)
 	}
+}
+
+// heldBack sums the counts of the log lines that say how many lines were
+// held back: suppressed's first group, in each of its matches in text.
+func heldBack(text string, suppressed *regexp.Regexp) int {
+	held := 0
+	for _, m := range suppressed.FindAllStringSubmatch(text, -1) {
+		k, _ := strconv.Atoi(m[1])
+		held += k
+	}
+	return held
 }

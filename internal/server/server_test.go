@@ -284,11 +284,17 @@ func (f *fixture) waitQueued(client string) {
 
 func receive(t *testing.T, ch <-chan any) any {
 	t.Helper()
+	return receiveWithin(t, ch, 5*time.Second)
+}
+
+// receiveWithin is receive, waiting up to wait.
+func receiveWithin(t *testing.T, ch <-chan any, wait time.Duration) any {
+	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(5 * time.Second):
-		t.Fatal("the blocked acquire was not answered")
+	case <-time.After(wait):
+		t.Fatalf("the blocked acquire was not answered within %v", wait.Round(time.Millisecond))
 		return nil
 	}
 }
