@@ -375,9 +375,9 @@ func (r *runner) rowChanged(start repo.Counters) bool {
 // Events reach the committed hook after the commit. markDirty, called
 // while fn runs, makes the group write the service row even if no
 // operation changed it: a readiness probe (an empty group commits without
-// writing anything, so its success says nothing of a full disk). ahead are the first reads of the group's first
-// operations, sent with the transaction's first round trip (repo.Warm);
-// nil for none.
+// writing anything, so its success says nothing of a full disk). ahead are
+// the first reads of the group's first operations, sent with the
+// transaction's first round trip (repo.Warm); nil for none.
 func (r *runner) groupRun(ctx context.Context, ahead []repo.Warm, fn func()) (err error) {
 	ctx = context.WithoutCancel(ctx) // as in do
 	if err := r.openGroup(ctx, ahead); err != nil {
