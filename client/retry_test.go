@@ -179,11 +179,16 @@ func TestRateLimitedBounded(t *testing.T) {
 	_, err := none.Inspect(ctxT(t), "L")
 	check("WithRateLimitWait(0)", err, 1, "/v1/inspect")
 
-	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// Short of the Retry-After (1 s), with as much room as that leaves for
+	// the request itself on a busy machine.
+	short, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
 	defer cancel()
 	dflt := client.New(url, client.WithHTTPClient(validated(t, nil)))
 	_, err = dflt.Read(short, "L", "k")
 	check("a ctx ending before the Retry-After", err, 1, "/v1/read")
+	if short.Err() != nil {
+		t.Error("the 429 was answered once the ctx had ended; want at once, as no retry can come before its end")
+	}
 
 	twice := client.New(url, client.WithHTTPClient(validated(t, nil)), client.WithRateLimitWait(1500*time.Millisecond))
 	_, err = twice.Locks(ctxT(t), lk.LocksRequest{})
