@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leasekeeper/leasekeeper/internal/pgschema"
 )
 
@@ -48,4 +50,48 @@ func DSN(t testing.TB) string {
 		}
 	})
 	return dsn
+}
+
+// HoldServiceRow holds the lock that every leasekeeper transaction on dsn
+// takes first (the service row, FOR UPDATE), as another server's group
+// would, until the returned transaction ends; conn is its connection, closed
+// when the test ends.
+func HoldServiceRow(t testing.TB, dsn string) (conn *pgx.Conn, tx pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	if tx, err = conn.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM service FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	return conn, tx
+}
+
+// WaitersAtLeast waits up to 10 s until at least n sessions of conn's
+// database wait for a lock: the transactions queued behind a row that conn
+// holds FOR UPDATE, say. A test orders what it sends by it, not by sleeps.
+func WaitersAtLeast(t testing.TB, conn *pgx.Conn, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		err := conn.QueryRow(context.Background(), `SELECT count(DISTINCT l.pid) FROM pg_locks l
+			JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %d sessions waiting for a lock, want %d", waiting, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -170,29 +170,17 @@ func TestPeersStaleNewsOfEarlierWait(t *testing.T) {
 	// Hold the lock every transaction takes, so that b's release and a's
 	// acquire queue up behind it in that order.
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM service FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	conn, tx := pgtest.HoldServiceRow(t, dsn)
 	released := make(chan any, 1)
 	go func() {
-		time.Sleep(500 * time.Millisecond)
 		_, v := b.call("POST", "/v1/release", map[string]any{"client": "c", "lock": "L"})
 		released <- v
 	}()
 	// The order is PostgreSQL's: each request is sent once the one before
 	// it waits for the row, however long a busy machine takes to send it.
-	waitersAtRow(t, conn, 1)
+	pgtest.WaitersAtLeast(t, conn, 1)
 	ch := a.acquireAsync(map[string]any{"client": "c", "lock": "L", "ttl": 10, "wait": 5})
-	waitersAtRow(t, conn, 2)
+	pgtest.WaitersAtLeast(t, conn, 2)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -206,21 +194,6 @@ func TestPeersStaleNewsOfEarlierWait(t *testing.T) {
 	}
 	clock.Advance(6 * time.Second)
 	expect(t, receive(t, ch), `{"outcome": "queued", "position": 1}`)
-}
-
-// waitersAtRow waits until n other sessions of conn's database wait for a
-// lock, as transactions queued behind the service row that conn holds do.
-func waitersAtRow(t *testing.T, conn *pgx.Conn, n int) {
-	t.Helper()
-	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d transactions waiting for the service row", n), func() bool {
-		var waiting int
-		err := conn.QueryRow(context.Background(), `SELECT count(DISTINCT l.pid) FROM pg_locks l
-			JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()`).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return waiting >= n
-	})
 }
 
 // TestPeersSkewedClocks: two servers whose clocks are an hour apart, both
