@@ -17,9 +17,10 @@ import (
 
 // committer is group commit: operations wait in calls; it takes whatever is
 // waiting, runs them in order in one transaction (each in its own
-// savepoint), commits once, and only then answers them. While one group
-// syncs to disk the next one forms, so a busy server syncs once for many
-// operations and an idle one answers at once. It also keeps the server's
+// savepoint on SQLite), then those that came meanwhile (late), commits
+// once, and only then answers them. While one group syncs to disk the next
+// one forms, so a busy server syncs once for many operations and an idle
+// one answers at once. It also keeps the server's
 // time: each operation runs at tick's ts.
 type committer struct {
 	r     *runner
@@ -127,6 +128,11 @@ func (c *committer) loop() {
 		answered := false
 		err := c.r.groupRun(ctx, c.window(group, 0), func() {
 			c.runAll(ctx, group)
+			if late := c.late(len(group)); len(late) > 0 {
+				c.r.sendAhead(c.window(late, 0))
+				c.runAll(ctx, late)
+				group = append(group, late...)
+			}
 			if failpoint.Enabled(failpoint.AnswerBeforeCommit) {
 				// The fault: answers sent for a transaction not yet
 				// durable; the sleep widens the window a kill -9 needs.
@@ -159,6 +165,29 @@ func (c *committer) loop() {
 			close(cl.done)
 		}
 	}
+}
+
+// late takes the calls that came while the group waited for its
+// transaction and ran, up to maxGroup in all, to run in the same
+// transaction. On a database with peers a group first waits for the lock
+// every server's transactions take, while another server's group holds it,
+// and its clients' next calls arrive during that wait: run in this group,
+// they share its turn at the lock and its commit instead of waiting for a
+// turn of their own.
+func (c *committer) late(n int) []*pending {
+	if c.r.doomed() {
+		return nil // they wait for the next group, which may commit
+	}
+	var late []*pending
+	for n+len(late) < maxGroup {
+		select {
+		case cl := <-c.calls:
+			late = append(late, cl)
+		default:
+			return late
+		}
+	}
+	return late
 }
 
 // aheadWindow bounds how many operations' first reads go ahead at once.

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/pgtest"
+	"github.com/leasekeeper/leasekeeper/service"
+)
+
+// transactions records the events of each transaction an engine
+// committed.
+type transactions struct {
+	mu  sync.Mutex
+	txs [][]service.Event
+}
+
+func (r *transactions) Committed(events []service.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.txs = append(r.txs, append([]service.Event(nil), events...))
+}
+func (r *transactions) GroupCommitted(GroupStats) {}
+func (r *transactions) Ready(string)              {}
+
+// of returns the client names of the events of kind in the transaction
+// that granted lock to client, in their order.
+func (r *transactions) of(client, lock string, kind lk.EventKind) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, tx := range r.txs {
+		for _, e := range tx {
+			if e.Kind == lk.EventGrant && e.Client == client && e.Lock == lock {
+				var names []string
+				for _, e := range tx {
+					if e.Kind == kind {
+						names = append(names, e.Client)
+					}
+				}
+				return names
+			}
+		}
+	}
+	return nil
+}
+
+// timers is how many timers wait for the clock to move.
+func (c *ManualClock) timers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
+// TestLateCallsJoinTheGroup: on a database with peers, the calls that come
+// while a group waits for the service row's lock (another server's group
+// holds it) run in that group, after its own and in the order they came,
+// and are answered with its commit.
+func TestLateCallsJoinTheGroup(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	var txs transactions
+	clock := NewManualClock(time.Unix(1000, 0))
+	e, err := Open(ctx, dsn, Options{Observer: &txs, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// A lease that outlives the test: once the lapse timer is set for its
+	// end on the clock that does not move, the engine sends itself nothing
+	// (the timer sweeps at once while it does not know the next expiry).
+	if _, err := e.Acquire(ctx, lk.AcquireRequest{Client: "w", Lock: "W", TTL: 300, Mode: lk.Exclusive}, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the lapse timer was never set for the lease's end", func() bool {
+		return clock.timers() >= 1 && len(e.com.calls) == 0
+	})
+
+	// The other server's group: a transaction that holds the row.
+	conn, tx := pgtest.HoldServiceRow(t, dsn)
+	const late = 8
+	results := make([]chan lk.AcquireResult, late+1)
+	acquire := func(i int) {
+		results[i] = make(chan lk.AcquireResult, 1)
+		go func() {
+			res, err := e.Acquire(ctx, lk.AcquireRequest{Client: fmt.Sprint("c", i), Lock: "L", TTL: 30, Mode: lk.Exclusive}, 0)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] <- res
+		}()
+	}
+	acquire(0)
+	pgtest.WaitersAtLeast(t, conn, 1)
+	if n := len(e.com.calls); n != 0 {
+		t.Fatalf("%d calls not taken by the group that waits", n)
+	}
+	// One at a time, so that their order is known.
+	for i := 1; i <= late; i++ {
+		acquire(i)
+		eventually(t, 10*time.Second, "a call never reached the committer", func() bool { return len(e.com.calls) == i })
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-results[0]; res.Outcome != lk.Granted {
+		t.Errorf("c0: %+v, want granted", res)
+	}
+	for i := 1; i <= late; i++ {
+		if res := <-results[i]; res.Outcome != lk.Queued || res.Position != int64(i) {
+			t.Errorf("c%d: %+v, want queued at %d", i, res, i)
+		}
+	}
+	want := []string{"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8"}
+	if got := txs.of("c0", "L", lk.EventQueue); !slices.Equal(got, want) {
+		t.Errorf("queued in the transaction that granted L to c0: %v, want %v", got, want)
+	}
+}
