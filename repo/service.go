@@ -2,6 +2,7 @@ package repo
 
 import (
 	"database/sql"
+	"errors"
 	"math"
 
 	"github.com/leasekeeper/leasekeeper/internal/failpoint"
@@ -93,6 +94,21 @@ func ServiceRowLock(tx *Tx, ahead ...Warm) (Locked, error) {
 		l.EarliestExpiry = earliest.Int64
 	}
 	return l, err
+}
+
+// DatabaseClock reads the database's clock (Unix seconds, with a
+// fraction), in one round trip with the queued writes and the reads ahead
+// (warm.go). PostgreSQL only: a group reads it again for the operations
+// it takes after its lock (ServiceRowLock's clock is older than they are).
+func DatabaseClock(tx *Tx, ahead ...Warm) (float64, error) {
+	var now float64
+	var found bool
+	tx.SendAhead(ahead...)
+	err := tx.reads(readRow(qLockClock, nil, &found, &now))
+	if err == nil && !found {
+		err = errors.New("the database's clock read no row")
+	}
+	return now, err
 }
 
 // Notify queues payload for the database's listeners (DB.Listen), delivered

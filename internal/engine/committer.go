@@ -129,7 +129,7 @@ func (c *committer) loop() {
 		err := c.r.groupRun(ctx, c.window(group, 0), func() {
 			c.runAll(ctx, group)
 			if late := c.late(len(group)); len(late) > 0 {
-				c.r.sendAhead(c.window(late, 0))
+				c.r.lateStart(c.window(late, 0))
 				c.runAll(ctx, late)
 				group = append(group, late...)
 			}

@@ -407,6 +407,33 @@ func (r *runner) sendAhead(ws []repo.Warm) {
 	}
 }
 
+// lateStart readies the open group for operations taken after it began
+// (committer.late), and sends their first reads ahead. On a database with
+// peers their ts comes from the database's clock, read when the group took
+// its lock, before they came: a lease would start before its request, and
+// end more than the second that docs/api.md allows before the request's
+// moment plus its ttl. The clock is read again, with the reads, in one
+// round trip; its failure fails the group.
+func (r *runner) lateStart(ahead []repo.Warm) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.group == nil {
+		return
+	}
+	if r.peers == nil {
+		r.group.SendAhead(ahead...)
+		return
+	}
+	now, err := repo.DatabaseClock(r.group, ahead...)
+	if err != nil {
+		if r.groupFailed == nil {
+			r.groupFailed = err
+		}
+		return
+	}
+	r.dbNow = max(r.dbNow, now)
+}
+
 // doomed says whether an operation of the open group failed where that
 // fails them all: the group will not commit, and takes no more calls.
 func (r *runner) doomed() bool {

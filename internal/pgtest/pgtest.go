@@ -73,16 +73,20 @@ func HoldServiceRow(t testing.TB, dsn string) (conn *pgx.Conn, tx pgx.Tx) {
 	return conn, tx
 }
 
-// WaitersAtLeast waits up to 10 s until at least n sessions of conn's
-// database wait for a lock: the transactions queued behind a row that conn
-// holds FOR UPDATE, say. A test orders what it sends by it, not by sleeps.
+// WaitersAtLeast waits up to 10 s until at least n sessions wait, directly
+// or behind another waiter, for a lock that conn's session holds: the
+// transactions queued behind a row that conn holds FOR UPDATE, say. Other
+// tests' sessions, in their own schemas of the same database, are not
+// counted. A test orders what it sends by it, not by sleeps.
 func WaitersAtLeast(t testing.TB, conn *pgx.Conn, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting int
-		err := conn.QueryRow(context.Background(), `SELECT count(DISTINCT l.pid) FROM pg_locks l
-			JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()`).Scan(&waiting)
+		err := conn.QueryRow(context.Background(), `WITH RECURSIVE blocked(pid) AS (
+				SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))
+				UNION SELECT a.pid FROM pg_stat_activity a JOIN blocked b ON b.pid = ANY(pg_blocking_pids(a.pid)))
+			SELECT count(*) FROM blocked`, conn.PgConn().PID()).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +94,7 @@ func WaitersAtLeast(t testing.TB, conn *pgx.Conn, n int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %d sessions waiting for a lock, want %d", waiting, n)
+			t.Fatalf("after 10s: %d sessions waiting behind this one, want %d", waiting, n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
