@@ -104,14 +104,18 @@ func (c *committer) loop() {
 	// After this, submit stops waiting for calls nobody will take (the
 	// lapse timer's among them, which Close waits for).
 	defer close(c.done)
+	var carried []*pending // late calls a failed group did not run
 	for {
-		var first *pending
-		select {
-		case first = <-c.calls:
-		case <-c.ctx.Done():
-			return // Close answers what is left
+		group := carried
+		carried = nil
+		if len(group) == 0 {
+			select {
+			case first := <-c.calls:
+				group = []*pending{first}
+			case <-c.ctx.Done():
+				return // Close answers what is left
+			}
 		}
-		group := []*pending{first}
 	fill:
 		for len(group) < maxGroup {
 			select {
@@ -129,9 +133,15 @@ func (c *committer) loop() {
 		err := c.r.groupRun(ctx, c.window(group, 0), func() {
 			c.runAll(ctx, group)
 			if late := c.late(len(group)); len(late) > 0 {
-				c.r.lateStart(c.window(late, 0))
-				c.runAll(ctx, late)
-				group = append(group, late...)
+				if !c.r.lateStart(c.window(late, 0)) {
+					// The group failed (its last writes went with this
+					// round trip): they have not run, and go first in the
+					// next group.
+					carried = late
+				} else {
+					c.runAll(ctx, late)
+					group = append(group, late...)
+				}
 			}
 			if failpoint.Enabled(failpoint.AnswerBeforeCommit) {
 				// The fault: answers sent for a transaction not yet

@@ -10,6 +10,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
+	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -65,8 +66,8 @@ func TestLateCallsJoinTheGroup(t *testing.T) {
 	ctx := context.Background()
 	var txs transactions
 	clock := NewManualClock(time.Unix(1000, 0))
-	// The group below waits for the row as long as the test needs, not
-	// the writer's 2 s, on a busy machine too.
+	// The group below waits for the row longer than the writer's 2 s
+	// (up to the transaction's 15 s deadline), on a busy machine too.
 	e, err := Open(ctx, dsn+"&lock_timeout=60s", Options{Observer: &txs, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -143,5 +144,57 @@ func TestLateCallsReadTheClock(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLateCallsAfterAFailedGroup: when the round trip that readies a group
+// for its late calls fails (here, a write of the group's own operation,
+// which goes with it), the group is lost, and the late calls, which have
+// not run, go to the next group instead of failing with it.
+func TestLateCallsAfterAFailedGroup(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	clock := NewManualClock(time.Unix(1000, 0))
+	e, err := Open(ctx, dsn+"&lock_timeout=60s", Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Acquire(ctx, lk.AcquireRequest{Client: "w", Lock: "W", TTL: 300, Mode: lk.Exclusive}, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the engine never went idle", func() bool {
+		return clock.timers() >= 1 && len(e.com.calls) == 0
+	})
+	conn, tx := pgtest.HoldServiceRow(t, dsn)
+	failed := make(chan error, 1)
+	go func() {
+		// A write that the database refuses (mode outside its CHECK),
+		// queued: it is sent with the group's next round trip.
+		failed <- e.com.submit(ctx, "bad", func(context.Context, int64) error {
+			return repo.QueueAppend(e.r.group, repo.QueueEntry{Lock: "B", Position: 1, Client: "b", Mode: "bogus", TTL: 1, QueuedAt: 1000})
+		})
+	}()
+	pgtest.WaitersAtLeast(t, conn, 1)
+	const late = 3
+	results := make([]chan error, late)
+	for i := range late {
+		results[i] = make(chan error, 1)
+		go func() {
+			_, err := e.Acquire(ctx, lk.AcquireRequest{Client: fmt.Sprint("c", i), Lock: fmt.Sprint("L", i), TTL: 30, Mode: lk.Exclusive}, 0)
+			results[i] <- err
+		}()
+		eventually(t, 10*time.Second, "a call never reached the committer", func() bool { return len(e.com.calls) == i+1 })
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-failed; err == nil {
+		t.Error("the refused write's group committed")
+	}
+	for i := range late {
+		if err := <-results[i]; err != nil {
+			t.Errorf("late acquire %d failed with the group it joined: %v", i, err)
+		}
 	}
 }

@@ -31,7 +31,7 @@ type runner struct {
 	// peers: other servers use the database too (PostgreSQL); nil on
 	// SQLite. Then st is read afresh at the start of every transaction,
 	// under the lock that serializes all of them, and dbNow is the
-	// database's clock read there.
+	// database's clock read there (and again by lateStart).
 	peers *peerLink
 	dbNow float64
 	// numbered: events are numbered with the service row's counter, and
@@ -413,25 +413,26 @@ func (r *runner) sendAhead(ws []repo.Warm) {
 // its lock, before they came: a lease would start before its request, and
 // end more than the second that docs/api.md allows before the request's
 // moment plus its ttl. The clock is read again, with the reads, in one
-// round trip; its failure fails the group.
-func (r *runner) lateStart(ahead []repo.Warm) {
+// round trip; its failure (or that of the writes queued before it, which
+// go with it) fails the group, and ok is false: the late operations must
+// not run in it.
+func (r *runner) lateStart(ahead []repo.Warm) (ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.group == nil {
-		return
+	if r.group == nil || r.groupFailed != nil {
+		return false
 	}
 	if r.peers == nil {
 		r.group.SendAhead(ahead...)
-		return
+		return true
 	}
 	now, err := repo.DatabaseClock(r.group, ahead...)
 	if err != nil {
-		if r.groupFailed == nil {
-			r.groupFailed = err
-		}
-		return
+		r.groupFailed = err
+		return false
 	}
 	r.dbNow = max(r.dbNow, now)
+	return true
 }
 
 // doomed says whether an operation of the open group failed where that
@@ -597,8 +598,8 @@ func (r *runner) clock() (ts int64, ok bool) {
 }
 
 // databaseTime returns the database's clock (Unix seconds, with a fraction)
-// as read when the open group took its lock, on a database with peers; ok is
-// false otherwise.
+// as read when the open group took its lock, or later for its late
+// operations (lateStart), on a database with peers; ok is false otherwise.
 func (r *runner) databaseTime() (t float64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

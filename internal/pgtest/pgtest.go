@@ -83,6 +83,11 @@ func WaitersAtLeast(t testing.TB, conn *pgx.Conn, n int) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting int
+		// pg_stat_activity is read once per transaction, and conn may
+		// be in one: forget that reading.
+		if _, err := conn.Exec(context.Background(), `SELECT pg_stat_clear_snapshot()`); err != nil {
+			t.Fatal(err)
+		}
 		err := conn.QueryRow(context.Background(), `WITH RECURSIVE blocked(pid) AS (
 				SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))
 				UNION SELECT a.pid FROM pg_stat_activity a JOIN blocked b ON b.pid = ANY(pg_blocking_pids(a.pid)))
