@@ -196,7 +196,11 @@ func testFenceCLI(t *testing.T, bin string, j jobDB) {
 // rows through fence sql; A is continued. A's write is refused (fence
 // sql's 78), B's rows are intact, and A's exec exits with the lease-lost
 // status. A ignores SIGTERM, as a job that does not stop promptly would:
-// so it reaches its check whatever exec does first.
+// so it reaches its check whatever exec does first. Its shell ignores it
+// (trap), and its fence sql runs in a session of its own (setsid), out of
+// the process group exec signals: a Go program catches SIGTERM even when
+// started with it ignored, and one run of MySQL's variant was killed by
+// exec's SIGTERM before its check.
 func testINC5127Fenced(t *testing.T, bin string, j jobDB) {
 	s := startCLIServer(t)
 	expect(t, bin, s.url, 0, `{"outcome":"ok","table":"leasekeeper_fence"}`, "fence", "install", "--db", j.dsn)
@@ -207,7 +211,7 @@ func testINC5127Fenced(t *testing.T, bin string, j jobDB) {
 	jobA := `trap '' TERM
 echo $$ > "$DIR/a.pid"
 while [ ! -e "$DIR/go" ]; do sleep 0.05; done
-"$LK" fence sql --db "$DB" -- "INSERT INTO orders VALUES ('A', 1)" > "$DIR/a.out" 2> "$DIR/a.err"
+setsid "$LK" fence sql --db "$DB" -- "INSERT INTO orders VALUES ('A', 1)" > "$DIR/a.out" 2> "$DIR/a.err"
 echo $? > "$DIR/a.status"`
 	a, _, aStderr := cliCommand(ctx, bin, s.url, "exec", "exports/daily", "--client", "job-a", "--ttl", "2", "--",
 		"sh", "-c", jobA)
