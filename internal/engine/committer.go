@@ -185,9 +185,6 @@ func (c *committer) loop() {
 // they share its turn at the lock and its commit instead of waiting for a
 // turn of their own.
 func (c *committer) late(n int) []*pending {
-	if c.r.doomed() {
-		return nil // they wait for the next group, which may commit
-	}
 	var late []*pending
 	for n+len(late) < maxGroup {
 		select {

@@ -57,6 +57,33 @@ func (c *ManualClock) timers() int {
 	return len(c.waiters)
 }
 
+// quietEngine opens an engine on dsn whose groups send nothing of their
+// own: its clock does not move, and a lease that outlives the test has set
+// the lapse timer for its end (the timer sweeps at once while it does not
+// know the next expiry). Its groups wait for the service row longer than
+// the writer's 2 s (up to the transaction's 15 s deadline), so that a busy
+// machine cannot time them out while a test sends their late calls.
+func quietEngine(t *testing.T, dsn string, obs Observer) *Engine {
+	t.Helper()
+	clock := NewManualClock(time.Unix(1000, 0))
+	opts := Options{Clock: clock}
+	if obs != nil {
+		opts.Observer = obs
+	}
+	e, err := Open(context.Background(), dsn+"&lock_timeout=60s", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if _, err := e.Acquire(context.Background(), lk.AcquireRequest{Client: "w", Lock: "W", TTL: 300, Mode: lk.Exclusive}, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the lapse timer was never set for the lease's end", func() bool {
+		return clock.timers() >= 1 && len(e.com.calls) == 0
+	})
+	return e
+}
+
 // TestLateCallsJoinTheGroup: on a database with peers, the calls that come
 // while a group waits for the service row's lock (another server's group
 // holds it) run in that group, after its own and in the order they came,
@@ -65,23 +92,7 @@ func TestLateCallsJoinTheGroup(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := context.Background()
 	var txs transactions
-	clock := NewManualClock(time.Unix(1000, 0))
-	// The group below waits for the row longer than the writer's 2 s
-	// (up to the transaction's 15 s deadline), on a busy machine too.
-	e, err := Open(ctx, dsn+"&lock_timeout=60s", Options{Observer: &txs, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	// A lease that outlives the test: once the lapse timer is set for its
-	// end on the clock that does not move, the engine sends itself nothing
-	// (the timer sweeps at once while it does not know the next expiry).
-	if _, err := e.Acquire(ctx, lk.AcquireRequest{Client: "w", Lock: "W", TTL: 300, Mode: lk.Exclusive}, 0); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "the lapse timer was never set for the lease's end", func() bool {
-		return clock.timers() >= 1 && len(e.com.calls) == 0
-	})
+	e := quietEngine(t, dsn, &txs)
 
 	// The other server's group: a transaction that holds the row.
 	conn, tx := pgtest.HoldServiceRow(t, dsn)
@@ -154,18 +165,7 @@ func TestLateCallsReadTheClock(t *testing.T) {
 func TestLateCallsAfterAFailedGroup(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := context.Background()
-	clock := NewManualClock(time.Unix(1000, 0))
-	e, err := Open(ctx, dsn+"&lock_timeout=60s", Options{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if _, err := e.Acquire(ctx, lk.AcquireRequest{Client: "w", Lock: "W", TTL: 300, Mode: lk.Exclusive}, 0); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "the engine never went idle", func() bool {
-		return clock.timers() >= 1 && len(e.com.calls) == 0
-	})
+	e := quietEngine(t, dsn, nil)
 	conn, tx := pgtest.HoldServiceRow(t, dsn)
 	failed := make(chan error, 1)
 	go func() {

@@ -435,14 +435,6 @@ func (r *runner) lateStart(ahead []repo.Warm) (ok bool) {
 	return true
 }
 
-// doomed says whether an operation of the open group failed where that
-// fails them all: the group will not commit, and takes no more calls.
-func (r *runner) doomed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.groupFailed != nil
-}
-
 // errGroupFailed is a group's error when one of its operations failed on a
 // database where that fails them all.
 var errGroupFailed = errors.New("an operation of the group failed, so none of it was committed")
