@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
@@ -50,6 +53,21 @@ func (r *transactions) of(client, lock string, kind lk.EventKind) []string {
 	return nil
 }
 
+// with returns the events of the transaction in which client had an event
+// of kind on lock, nil if none had.
+func (r *transactions) with(client, lock string, kind lk.EventKind) []service.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, tx := range r.txs {
+		for _, e := range tx {
+			if e.Kind == kind && e.Client == client && e.Lock == lock {
+				return tx
+			}
+		}
+	}
+	return nil
+}
+
 // timers is how many timers wait for the clock to move.
 func (c *ManualClock) timers() int {
 	c.mu.Lock()
@@ -65,11 +83,17 @@ func (c *ManualClock) timers() int {
 // machine cannot time them out while a test sends their late calls.
 func quietEngine(t *testing.T, dsn string, obs Observer) *Engine {
 	t.Helper()
+	return quietEngineWith(t, dsn, Options{Observer: obs})
+}
+
+// quietEngineWith is quietEngine with opts, whose Clock it sets. With
+// opts.TimeFromDatabase its operations' time is the database's clock, as
+// a server's, while its lapse timer still waits on the clock that does
+// not move.
+func quietEngineWith(t *testing.T, dsn string, opts Options) *Engine {
+	t.Helper()
 	clock := NewManualClock(time.Unix(1000, 0))
-	opts := Options{Clock: clock}
-	if obs != nil {
-		opts.Observer = obs
-	}
+	opts.Clock = clock
 	e, err := Open(context.Background(), dsn+"&lock_timeout=60s", opts)
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +179,152 @@ func TestLateCallsReadTheClock(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLateCallsGetTheirOwnTime: on a database with peers, where the
+// server's time is the database's clock, acquires that arrive over a
+// second after a group read that clock, while its own operation still
+// runs, join it as late calls and get leases that start no earlier than
+// their requests: granted at the second the database's clock was in when
+// they were sent or later, so that none ends more than 1 s before its
+// request's moment plus its ttl (docs/api.md), not at the group's older
+// time. The group's own operation is held mid-way, after the clock read:
+// an acquire by a new client that queues, whose registration (a write,
+// pipelined) goes out with the reads of its way into the queue (the
+// estimate of its wait) and waits there for another session's
+// uncommitted registration of the same client.
+func TestLateCallsGetTheirOwnTime(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	var txs transactions
+	// Answers that say why, as serve has them: a way into the queue reads
+	// the estimate of its wait.
+	e := quietEngineWith(t, dsn, Options{Observer: &txs, TimeFromDatabase: true, Rules: service.Config{Explain: true}})
+	if res, err := e.Acquire(ctx, lk.AcquireRequest{Client: "h", Lock: "Q", TTL: 300, Mode: lk.Exclusive}, 0); err != nil || res.Outcome != lk.Granted {
+		t.Fatalf("h's acquire of Q: %+v %v", res, err)
+	}
+
+	// The other session: its registration of q, not committed, holds the
+	// key that the group's INSERT of q waits for.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO clients (name, age, registered_at) VALUES ('q', 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	// dbClock reads the database's clock, as the groups do.
+	dbClock := func() float64 {
+		t.Helper()
+		var now float64
+		if err := tx.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp())::float8`).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+
+	// The group: q's acquire, which queues behind h.
+	own := make(chan lk.AcquireResult, 1)
+	go func() {
+		res, err := e.Acquire(ctx, lk.AcquireRequest{Client: "q", Lock: "Q", TTL: 30, Mode: lk.Exclusive}, 0)
+		if err != nil {
+			t.Error(err)
+		}
+		own <- res
+	}()
+	pgtest.WaitersAtLeast(t, conn, 1)
+	// The group waits, its clock read: over a second passes, by the
+	// database's clock, before the late requests are sent.
+	blocked := dbClock()
+	sent := blocked
+	for sent < blocked+1.1 {
+		time.Sleep(20 * time.Millisecond)
+		sent = dbClock()
+	}
+	const late, ttl = 4, 30
+	results := make([]chan lk.AcquireResult, late)
+	for i := range late {
+		results[i] = make(chan lk.AcquireResult, 1)
+		go func() {
+			res, err := e.Acquire(ctx, lk.AcquireRequest{Client: fmt.Sprint("c", i), Lock: fmt.Sprint("L", i), TTL: ttl, Mode: lk.Exclusive}, 0)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] <- res
+		}()
+	}
+	eventually(t, 10*time.Second, "the late calls never reached the committer", func() bool { return len(e.com.calls) == late })
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if res := <-own; res.Outcome != lk.Queued || res.Position != 1 {
+		t.Fatalf("q's acquire: %+v, want queued at 1", res)
+	}
+	group := txs.with("q", "Q", lk.EventQueue)
+	if group == nil {
+		t.Fatal("no committed transaction queued q")
+	}
+	groupTS := group[0].At
+	for _, ev := range group {
+		if ev.Kind == lk.EventQueue && ev.Client == "q" {
+			groupTS = ev.At
+		}
+	}
+	// The setup: the group's own operation has the time of a clock read
+	// before it waited.
+	if groupTS > int64(math.Floor(blocked)) {
+		t.Fatalf("q's queue entry at %d, after the clock read once the group waited (%.3f): the group read no clock before it waited", groupTS, blocked)
+	}
+	granted := map[string]int64{} // the late grants of the group, by lock
+	for _, ev := range group {
+		if ev.Kind == lk.EventGrant {
+			granted[ev.Lock] = ev.At
+		}
+	}
+	stored := map[string]int64{} // the leases' rows
+	rows, err := conn.Query(ctx, `SELECT lock, granted_at FROM leases WHERE client LIKE 'c%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var lock string
+		var at int64
+		if err := rows.Scan(&lock, &at); err != nil {
+			t.Fatal(err)
+		}
+		stored[lock] = at
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	second := int64(math.Floor(sent)) // the requests' second, or earlier
+	t.Logf("the group's own time %d; the late requests sent at %.3f (%.3f s after it waited); their grants %v", groupTS, sent, sent-blocked, granted)
+	for i := range late {
+		c, l := fmt.Sprint("c", i), fmt.Sprint("L", i)
+		res := <-results[i]
+		if res.Outcome != lk.Granted {
+			t.Errorf("%s: %+v, want granted", c, res)
+			continue
+		}
+		at, ok := granted[l]
+		if !ok {
+			t.Errorf("%s's acquire did not join q's group as a late call (nothing tested)", c)
+			continue
+		}
+		if at != res.GrantedAt || stored[l] != res.GrantedAt {
+			t.Errorf("%s's lease: granted at %d in its answer, %d in its event, %d in its row", c, res.GrantedAt, at, stored[l])
+		}
+		if res.GrantedAt < second {
+			t.Errorf("%s's lease, a late call of the group, granted at %d (the group's own time %d, +%d s): its request was sent %.3f s after the group waited, at %.3f by the database's clock; want at least %d, and an end no earlier than %.3f (its request's moment plus its ttl, less 1 s), not %d",
+				c, res.GrantedAt, groupTS, res.GrantedAt-groupTS, sent-blocked, sent, second, sent+ttl-1, res.ExpiresAt)
+		}
 	}
 }
 
