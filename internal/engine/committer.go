@@ -116,15 +116,7 @@ func (c *committer) loop() {
 				return // Close answers what is left
 			}
 		}
-	fill:
-		for len(group) < maxGroup {
-			select {
-			case cl := <-c.calls:
-				group = append(group, cl)
-			default:
-				break fill
-			}
-		}
+		group = append(group, c.waiting(len(group))...)
 		// Operations run to completion even while the engine closes: a
 		// statement cut off half-way would only turn into an error.
 		ctx := context.WithoutCancel(c.ctx)
@@ -132,7 +124,14 @@ func (c *committer) loop() {
 		answered := false
 		err := c.r.groupRun(ctx, c.window(group, 0), func() {
 			c.runAll(ctx, group)
-			if late := c.late(len(group)); len(late) > 0 {
+			// The calls that came while the group waited for its
+			// transaction and ran join it. On a database with peers a
+			// group first waits for the lock every server's transactions
+			// take, while another server's group holds it, and its
+			// clients' next calls arrive during that wait: run in this
+			// group, they share its turn at the lock and its commit
+			// instead of waiting for a turn of their own.
+			if late := c.waiting(len(group)); len(late) > 0 {
 				if !c.r.lateStart(c.window(late, 0)) {
 					// The group failed (its last writes went with this
 					// round trip): they have not run, and go first in the
@@ -177,24 +176,20 @@ func (c *committer) loop() {
 	}
 }
 
-// late takes the calls that came while the group waited for its
-// transaction and ran, up to maxGroup in all, to run in the same
-// transaction. On a database with peers a group first waits for the lock
-// every server's transactions take, while another server's group holds it,
-// and its clients' next calls arrive during that wait: run in this group,
-// they share its turn at the lock and its commit instead of waiting for a
-// turn of their own.
-func (c *committer) late(n int) []*pending {
-	var late []*pending
-	for n+len(late) < maxGroup {
+// waiting takes the calls waiting now, without blocking, so that a group
+// of n calls grows to maxGroup at most: when a group forms, and again once
+// it has run (its late calls).
+func (c *committer) waiting(n int) []*pending {
+	var calls []*pending
+	for n+len(calls) < maxGroup {
 		select {
 		case cl := <-c.calls:
-			late = append(late, cl)
+			calls = append(calls, cl)
 		default:
-			return late
+			return calls
 		}
 	}
-	return late
+	return calls
 }
 
 // aheadWindow bounds how many operations' first reads go ahead at once.

@@ -408,9 +408,9 @@ func (r *runner) sendAhead(ws []repo.Warm) {
 }
 
 // lateStart readies the open group for operations taken after it began
-// (committer.late), and sends their first reads ahead. On a database with
-// peers their ts comes from the database's clock, read when the group took
-// its lock, before they came: a lease would start before its request, and
+// (committer.waiting, once more), and sends their first reads ahead. On a
+// database with peers their ts comes from the database's clock, read when
+// the group took its lock, before they came: a lease would start before its request, and
 // end more than the second that docs/api.md allows before the request's
 // moment plus its ttl. The clock is read again, with the reads, in one
 // round trip; its failure (or that of the writes queued before it, which
