@@ -68,6 +68,23 @@ func (r *transactions) with(client, lock string, kind lk.EventKind) []service.Ev
 	return nil
 }
 
+// answer is an acquire's answer.
+type answer struct {
+	res lk.AcquireResult
+	err error
+}
+
+// acquireAsync sends req from a goroutine of its own, so that the test can
+// go on while it waits in the committer; its answer comes on the channel.
+func acquireAsync(ctx context.Context, e *Engine, req lk.AcquireRequest) <-chan answer {
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := e.Acquire(ctx, req, 0)
+		ch <- answer{res, err}
+	}()
+	return ch
+}
+
 // timers is how many timers wait for the clock to move.
 func (c *ManualClock) timers() int {
 	c.mu.Lock()
@@ -121,16 +138,9 @@ func TestLateCallsJoinTheGroup(t *testing.T) {
 	// The other server's group: a transaction that holds the row.
 	conn, tx := pgtest.HoldServiceRow(t, dsn)
 	const late = 8
-	results := make([]chan lk.AcquireResult, late+1)
+	results := make([]<-chan answer, late+1)
 	acquire := func(i int) {
-		results[i] = make(chan lk.AcquireResult, 1)
-		go func() {
-			res, err := e.Acquire(ctx, lk.AcquireRequest{Client: fmt.Sprint("c", i), Lock: "L", TTL: 30, Mode: lk.Exclusive}, 0)
-			if err != nil {
-				t.Error(err)
-			}
-			results[i] <- res
-		}()
+		results[i] = acquireAsync(ctx, e, lk.AcquireRequest{Client: fmt.Sprint("c", i), Lock: "L", TTL: 30, Mode: lk.Exclusive})
 	}
 	acquire(0)
 	pgtest.WaitersAtLeast(t, conn, 1)
@@ -145,12 +155,12 @@ func TestLateCallsJoinTheGroup(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if res := <-results[0]; res.Outcome != lk.Granted {
-		t.Errorf("c0: %+v, want granted", res)
+	if a := <-results[0]; a.err != nil || a.res.Outcome != lk.Granted {
+		t.Errorf("c0: %+v %v, want granted", a.res, a.err)
 	}
 	for i := 1; i <= late; i++ {
-		if res := <-results[i]; res.Outcome != lk.Queued || res.Position != int64(i) {
-			t.Errorf("c%d: %+v, want queued at %d", i, res, i)
+		if a := <-results[i]; a.err != nil || a.res.Outcome != lk.Queued || a.res.Position != int64(i) {
+			t.Errorf("c%d: %+v %v, want queued at %d", i, a.res, a.err, i)
 		}
 	}
 	want := []string{"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8"}
@@ -230,14 +240,7 @@ func TestLateCallsGetTheirOwnTime(t *testing.T) {
 	}
 
 	// The group: q's acquire, which queues behind h.
-	own := make(chan lk.AcquireResult, 1)
-	go func() {
-		res, err := e.Acquire(ctx, lk.AcquireRequest{Client: "q", Lock: "Q", TTL: 30, Mode: lk.Exclusive}, 0)
-		if err != nil {
-			t.Error(err)
-		}
-		own <- res
-	}()
+	own := acquireAsync(ctx, e, lk.AcquireRequest{Client: "q", Lock: "Q", TTL: 30, Mode: lk.Exclusive})
 	pgtest.WaitersAtLeast(t, conn, 1)
 	// The group waits, its clock read: over a second passes, by the
 	// database's clock, before the late requests are sent.
@@ -248,24 +251,17 @@ func TestLateCallsGetTheirOwnTime(t *testing.T) {
 		sent = dbClock()
 	}
 	const late, ttl = 4, 30
-	results := make([]chan lk.AcquireResult, late)
+	results := make([]<-chan answer, late)
 	for i := range late {
-		results[i] = make(chan lk.AcquireResult, 1)
-		go func() {
-			res, err := e.Acquire(ctx, lk.AcquireRequest{Client: fmt.Sprint("c", i), Lock: fmt.Sprint("L", i), TTL: ttl, Mode: lk.Exclusive}, 0)
-			if err != nil {
-				t.Error(err)
-			}
-			results[i] <- res
-		}()
+		results[i] = acquireAsync(ctx, e, lk.AcquireRequest{Client: fmt.Sprint("c", i), Lock: fmt.Sprint("L", i), TTL: ttl, Mode: lk.Exclusive})
 	}
 	eventually(t, 10*time.Second, "the late calls never reached the committer", func() bool { return len(e.com.calls) == late })
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	if res := <-own; res.Outcome != lk.Queued || res.Position != 1 {
-		t.Fatalf("q's acquire: %+v, want queued at 1", res)
+	if a := <-own; a.err != nil || a.res.Outcome != lk.Queued || a.res.Position != 1 {
+		t.Fatalf("q's acquire: %+v %v, want queued at 1", a.res, a.err)
 	}
 	group := txs.with("q", "Q", lk.EventQueue)
 	if group == nil {
@@ -308,9 +304,10 @@ func TestLateCallsGetTheirOwnTime(t *testing.T) {
 	t.Logf("the group's own time %d; the late requests sent at %.3f (%.3f s after it waited); their grants %v", groupTS, sent, sent-blocked, granted)
 	for i := range late {
 		c, l := fmt.Sprint("c", i), fmt.Sprint("L", i)
-		res := <-results[i]
-		if res.Outcome != lk.Granted {
-			t.Errorf("%s: %+v, want granted", c, res)
+		a := <-results[i]
+		res := a.res
+		if a.err != nil || res.Outcome != lk.Granted {
+			t.Errorf("%s: %+v %v, want granted", c, res, a.err)
 			continue
 		}
 		at, ok := granted[l]
@@ -347,13 +344,9 @@ func TestLateCallsAfterAFailedGroup(t *testing.T) {
 	}()
 	pgtest.WaitersAtLeast(t, conn, 1)
 	const late = 3
-	results := make([]chan error, late)
+	results := make([]<-chan answer, late)
 	for i := range late {
-		results[i] = make(chan error, 1)
-		go func() {
-			_, err := e.Acquire(ctx, lk.AcquireRequest{Client: fmt.Sprint("c", i), Lock: fmt.Sprint("L", i), TTL: 30, Mode: lk.Exclusive}, 0)
-			results[i] <- err
-		}()
+		results[i] = acquireAsync(ctx, e, lk.AcquireRequest{Client: fmt.Sprint("c", i), Lock: fmt.Sprint("L", i), TTL: 30, Mode: lk.Exclusive})
 		eventually(t, 10*time.Second, "a call never reached the committer", func() bool { return len(e.com.calls) == i+1 })
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -363,8 +356,8 @@ func TestLateCallsAfterAFailedGroup(t *testing.T) {
 		t.Error("the refused write's group committed")
 	}
 	for i := range late {
-		if err := <-results[i]; err != nil {
-			t.Errorf("late acquire %d failed with the group it joined: %v", i, err)
+		if a := <-results[i]; a.err != nil {
+			t.Errorf("late acquire %d failed with the group it joined: %v", i, a.err)
 		}
 	}
 }
