@@ -96,8 +96,12 @@ type cellResult struct {
 	samples    []string // the first few errors
 	holds      int      // checked, warm-up included
 	violations []string
-	load1      float64       // the machine's load average when the cell started
-	counts     *engineCounts // the servers' work in the measured part; nil where not counted
+	load1      float64 // the machine's load average when the cell started
+	// busy and stolen are the shares of the machine's CPU time, in the
+	// measured part, spent running anything and given by the hypervisor
+	// to other machines (shares); -1 when unknown.
+	busy, stolen float64
+	counts       *engineCounts // the servers' work in the measured part; nil where not counted
 }
 
 func (r *cellResult) rate() float64 {
@@ -222,7 +226,9 @@ func runCell(ctx context.Context, inst instance, l load, warmup, duration time.D
 			countable = false
 		}
 	}
+	cpuBefore := readCPU()
 	phase(duration, true)
+	res.busy, res.stolen = shares(cpuBefore, readCPU())
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "- load: each client loops pairs, a blocking acquire and a release of one name, %s; "+
 		"light contention (the columns by number of clients): %d names per client, %d × clients in all, each pair taking one at random; "+
 		"hot lock: every client on one name\n", between, namesPerClient, namesPerClient)
-	fmt.Fprintf(w, "- machine: %s; load average %s at the start, %s at the end\n", cpus(), loads(r.loadStart), loads(r.loadEnd))
+	fmt.Fprintf(w, "- machine: %s; load average %s at the start, %s at the end; %s\n", cpus(), loads(r.loadStart), loads(r.loadEnd), r.cpuShares())
 	for _, a := range r.about {
 		fmt.Fprintf(w, "- %s\n", a)
 	}
@@ -51,6 +51,21 @@ func (r *report) write(w io.Writer) {
 		r.row(w, ratio.label, func(l int) string {
 			return fmt.Sprintf("%.2fx", r.median(ratio.num, l, (*cellResult).rate)/r.median(ratio.den, l, (*cellResult).rate))
 		})
+	}
+
+	if r.cfg.rounds > 1 && r.hasOld() {
+		fmt.Fprintf(w, "\n| new / old, round by round: median (lowest to highest) |")
+		r.headings(w)
+		for _, ratio := range r.ratios() {
+			if !r.variants[ratio.den].old {
+				continue
+			}
+			r.row(w, r.variants[ratio.num].short, func(l int) string {
+				xs := r.byRound(ratio, l)
+				return fmt.Sprintf("%.2fx (%.2f to %.2f)", median(xs), slices.Min(xs), slices.Max(xs))
+			})
+		}
+		fmt.Fprintln(w, "\nEach round's ratio compares two systems measured minutes apart in the same round; their median is less moved by a slow spell of the machine than the ratio of the medians above.")
 	}
 
 	fmt.Fprintf(w, "\n| p50 / p99 of a pair, ms, %s |", of)
@@ -92,18 +107,54 @@ func (r *report) write(w io.Writer) {
 	}
 
 	fmt.Fprintln(w, "\nEvery run, in the order run:")
-	fmt.Fprintln(w, "\n| round | row | system | pairs/s | p50 ms | p99 ms | errors | holds checked | load average at its start | operations per group | round trips per operation |")
-	fmt.Fprintln(w, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "\n| round | row | system | pairs/s | p50 ms | p99 ms | errors | holds checked | load average at its start | operations per group | round trips per operation | CPU busy % | CPU stolen % |")
+	fmt.Fprintln(w, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for round := range r.cfg.rounds {
 		for l, ld := range r.loads {
 			for _, v := range turn(len(r.variants), round) {
 				c := r.results[v][l][round]
-				fmt.Fprintf(w, "| %d | %s | %s | %.0f | %s | %s | %d | %d | %.2f | %s | %s |\n", round+1, ld, r.variants[v].label,
+				fmt.Fprintf(w, "| %d | %s | %s | %.0f | %s | %s | %d | %d | %.2f | %s | %s | %s | %s |\n", round+1, ld, r.variants[v].label,
 					c.rate(), ms(c.percentile(50)), ms(c.percentile(99)), c.errors, c.holds, c.load1,
-					perGroup(c.opsPerGroup()), perOp(c.roundTripsPerOp()))
+					perGroup(c.opsPerGroup()), perOp(c.roundTripsPerOp()), percent(c.busy), percent(c.stolen))
 			}
 		}
 	}
+}
+
+// byRound is ratio's value in each round of load l: the two systems'
+// pairs per second in the same round.
+func (r *report) byRound(ratio ratio, l int) []float64 {
+	var xs []float64
+	for round, c := range r.results[ratio.num][l] {
+		xs = append(xs, c.rate()/r.results[ratio.den][l][round].rate())
+	}
+	return xs
+}
+
+func (r *report) hasOld() bool {
+	return slices.ContainsFunc(r.variants, func(v variant) bool { return v.old })
+}
+
+// cpuShares tells what the machine's CPUs did in the measured parts of the
+// cells: how busy they were (this run's own systems and clients included),
+// and how much of their time the hypervisor gave to other machines, which
+// slows every system of a round at once.
+func (r *report) cpuShares() string {
+	var busy, stolen []float64
+	for _, byLoad := range r.results {
+		for _, rounds := range byLoad {
+			for _, c := range rounds {
+				if c.busy >= 0 {
+					busy, stolen = append(busy, c.busy), append(stolen, c.stolen)
+				}
+			}
+		}
+	}
+	if len(busy) == 0 {
+		return "CPU use unknown (no /proc/stat)"
+	}
+	return fmt.Sprintf("in the measured parts the CPUs were busy %s %% of the time (median of the cells; %s to %s) and stolen by the hypervisor %s %% (median; at most %s %%)",
+		percent(median(busy)), percent(slices.Min(busy)), percent(slices.Max(busy)), percent(median(stolen)), percent(slices.Max(stolen)))
 }
 
 // counted reports whether any cell has the servers' counts.

@@ -120,8 +120,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 					return fmt.Errorf("round %d, %s, %s: %w", r+1, l, v.label, err)
 				}
 				results[vi][li] = append(results[vi][li], res)
-				fmt.Fprintf(log, "peers: round %d/%d, %s, %s: %.0f pairs/s, p50 %s ms, p99 %s ms, %d errors, %d holds checked, load %.2f\n",
-					r+1, cfg.rounds, l, v.label, res.rate(), ms(res.percentile(50)), ms(res.percentile(99)), res.errors, res.holds, res.load1)
+				fmt.Fprintf(log, "peers: round %d/%d, %s, %s: %.0f pairs/s, p50 %s ms, p99 %s ms, %d errors, %d holds checked, load %.2f, CPU busy %s %%, stolen %s %%\n",
+					r+1, cfg.rounds, l, v.label, res.rate(), ms(res.percentile(50)), ms(res.percentile(99)), res.errors, res.holds, res.load1,
+					percent(res.busy), percent(res.stolen))
 				for _, s := range res.samples {
 					fmt.Fprintln(log, "peers:   error:", s)
 				}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// cpuTicks is the machine's CPU time so far, from the first line of
+// /proc/stat (Linux), in clock ticks summed over its CPUs: all of it, the
+// part idle (idle and waiting for I/O), and the part stolen (time the
+// hypervisor gave to other machines while this one had work to run). Its
+// zero value is "unknown".
+type cpuTicks struct {
+	total, idle, steal uint64
+	ok                 bool
+}
+
+func readCPU() cpuTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseCPU(line)
+}
+
+// parseCPU reads the line "cpu user nice system idle iowait irq softirq
+// steal guest guest_nice". Guest time is already counted in user and
+// nice, so it is left out of the total; a kernel too old to report steal
+// leaves the line unknown.
+func parseCPU(line string) cpuTicks {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTicks{}
+	}
+	var v [8]uint64
+	for i := range v {
+		x, err := strconv.ParseUint(f[i+1], 10, 64)
+		if err != nil {
+			return cpuTicks{}
+		}
+		v[i] = x
+	}
+	t := cpuTicks{idle: v[3] + v[4], steal: v[7], ok: true}
+	for _, x := range v {
+		t.total += x
+	}
+	return t
+}
+
+// shares is what the machine's CPUs did between a and b: busy, the share of
+// their time spent running anything (this run's systems and clients among
+// it), and stolen, the share the hypervisor gave to other machines. Both
+// are -1 when unknown.
+func shares(a, b cpuTicks) (busy, stolen float64) {
+	if !a.ok || !b.ok || b.total <= a.total || b.idle < a.idle || b.steal < a.steal {
+		return -1, -1
+	}
+	all := float64(b.total - a.total)
+	idle, steal := float64(b.idle-a.idle), float64(b.steal-a.steal)
+	return (all - idle - steal) / all, steal / all
+}
+
+// percent writes a share as a percentage to a tenth, "-" when unknown.
+func percent(x float64) string {
+	if x < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*x, 'f', 1, 64)
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseCPU(t *testing.T) {
+	got := parseCPU("cpu  3817607 286011 1035403 5899472 112150 0 156591 487860 17 4")
+	want := cpuTicks{total: 3817607 + 286011 + 1035403 + 5899472 + 112150 + 156591 + 487860, idle: 5899472 + 112150, steal: 487860, ok: true}
+	if got != want {
+		t.Errorf("parseCPU = %+v, want %+v", got, want)
+	}
+	for _, line := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3 4 5 6 7", "cpu 1 2 x 4 5 6 7 8"} {
+		if got := parseCPU(line); got.ok {
+			t.Errorf("parseCPU(%q) = %+v, want unknown", line, got)
+		}
+	}
+}
+
+func TestShares(t *testing.T) {
+	a := cpuTicks{total: 1000, idle: 400, steal: 10, ok: true}
+	b := cpuTicks{total: 1200, idle: 450, steal: 30, ok: true}
+	busy, stolen := shares(a, b)
+	if busy != 0.65 || stolen != 0.1 { // 200 ticks: 50 idle, 20 stolen
+		t.Errorf("shares = %v, %v, want 0.65, 0.1", busy, stolen)
+	}
+	if busy, stolen := shares(cpuTicks{}, b); busy != -1 || stolen != -1 {
+		t.Errorf("shares from unknown = %v, %v, want -1, -1", busy, stolen)
+	}
+	if busy, stolen := shares(b, b); busy != -1 || stolen != -1 {
+		t.Errorf("shares of no time = %v, %v, want -1, -1", busy, stolen)
+	}
+	if got := percent(0.1234); got != "12.3" {
+		t.Errorf("percent(0.1234) = %q", got)
+	}
+}
+
+// TestRoundByRound: the report gives each new / old ratio round by round,
+// from the cells of the same round, and the CPU shares of the cells.
+func TestRoundByRound(t *testing.T) {
+	cell := func(pairs int, stolen float64) *cellResult {
+		return &cellResult{pairs: pairs, elapsed: time.Second, lat: []time.Duration{time.Millisecond}, busy: 0.9, stolen: stolen}
+	}
+	r := &report{
+		cfg:   config{rounds: 3, duration: time.Second},
+		loads: []load{{clients: 64}},
+		variants: []variant{
+			{backend: sysSQLite, label: "leasekeeper, one SQLite file", short: "SQLite"},
+			{backend: sysSQLite, label: "old leasekeeper, one SQLite file", short: "old SQLite", old: true},
+		},
+		results: [][][]*cellResult{
+			{{cell(300, 0.01), cell(100, 0.30), cell(220, 0.02)}},
+			{{cell(100, 0.01), cell(100, 0.20), cell(200, 0.03)}},
+		},
+	}
+	var b strings.Builder
+	r.write(&b)
+	out := b.String()
+	// Rounds 3.00, 1.00 and 1.10: median 1.10, where the medians give 2.20.
+	for _, want := range []string{
+		"| ratio, SQLite, new / old | 2.20x |",
+		"| SQLite | 1.10x (1.00 to 3.00) |",
+		"busy 90.0 % of the time (median of the cells; 90.0 to 90.0) and stolen by the hypervisor 2.5 % (median; at most 30.0 %)",
+		"| 1 | 64 clients | leasekeeper, one SQLite file | 300 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+}
