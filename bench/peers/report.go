@@ -54,18 +54,19 @@ func (r *report) write(w io.Writer) {
 	}
 
 	if r.cfg.rounds > 1 && r.hasOld() {
-		fmt.Fprintf(w, "\n| new / old, round by round: median (lowest to highest) |")
-		r.headings(w)
-		for _, ratio := range r.ratios() {
-			if !r.variants[ratio.den].old {
-				continue
-			}
-			r.row(w, r.variants[ratio.num].short, func(l int) string {
-				xs := r.byRound(ratio, l)
-				return fmt.Sprintf("%.2fx (%.2f to %.2f)", median(xs), slices.Min(xs), slices.Max(xs))
-			})
-		}
+		r.newOld(w, "round by round: median (lowest to highest)", func(xs []float64) string {
+			return fmt.Sprintf("%.2fx (%.2f to %.2f)", median(xs), slices.Min(xs), slices.Max(xs))
+		}, r.byRound)
 		fmt.Fprintln(w, "\nEach round's ratio compares two systems measured minutes apart in the same round; their median is less moved by a slow spell of the machine than the ratio of the medians above.")
+		if r.stealKnown() {
+			r.newOld(w, "in calm rounds (neither run had over "+percent(calmSteal)+" % of the CPUs' time stolen): median (how many rounds)",
+				func(xs []float64) string {
+					if len(xs) == 0 {
+						return "- (0)"
+					}
+					return fmt.Sprintf("%.2fx (%d)", median(xs), len(xs))
+				}, r.calmRounds)
+		}
 	}
 
 	fmt.Fprintf(w, "\n| p50 / p99 of a pair, ms, %s |", of)
@@ -121,6 +122,18 @@ func (r *report) write(w io.Writer) {
 	}
 }
 
+// newOld writes a table of each new / old ratio: show of its values in
+// the rounds of each load that rounds picks.
+func (r *report) newOld(w io.Writer, title string, show func([]float64) string, rounds func(ratio, int) []float64) {
+	fmt.Fprintf(w, "\n| new / old, %s |", title)
+	r.headings(w)
+	for _, ratio := range r.ratios() {
+		if r.variants[ratio.den].old {
+			r.row(w, r.variants[ratio.num].short, func(l int) string { return show(rounds(ratio, l)) })
+		}
+	}
+}
+
 // byRound is ratio's value in each round of load l: the two systems'
 // pairs per second in the same round.
 func (r *report) byRound(ratio ratio, l int) []float64 {
@@ -129,6 +142,37 @@ func (r *report) byRound(ratio ratio, l int) []float64 {
 		xs = append(xs, c.rate()/r.results[ratio.den][l][round].rate())
 	}
 	return xs
+}
+
+// calmSteal is the most of the CPUs' time the hypervisor may have given
+// to other machines during a run for it to count as calm.
+const calmSteal = 0.05
+
+// calmRounds is ratio's value in the rounds of load l in which neither of
+// its two runs had more than calmSteal of the CPUs' time stolen.
+func (r *report) calmRounds(ratio ratio, l int) []float64 {
+	var xs []float64
+	for round, c := range r.results[ratio.num][l] {
+		d := r.results[ratio.den][l][round]
+		if c.stolen >= 0 && c.stolen <= calmSteal && d.stolen >= 0 && d.stolen <= calmSteal {
+			xs = append(xs, c.rate()/d.rate())
+		}
+	}
+	return xs
+}
+
+// stealKnown reports whether any run knows its stolen share.
+func (r *report) stealKnown() bool {
+	for _, byLoad := range r.results {
+		for _, rounds := range byLoad {
+			for _, c := range rounds {
+				if c.stolen >= 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func (r *report) hasOld() bool {
