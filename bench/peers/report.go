@@ -59,7 +59,7 @@ func (r *report) write(w io.Writer) {
 		}, r.byRound)
 		fmt.Fprintln(w, "\nEach round's ratio compares two systems measured minutes apart in the same round; their median is less moved by a slow spell of the machine than the ratio of the medians above.")
 		if r.stealKnown() {
-			r.newOld(w, "in calm rounds (neither run had over "+percent(calmSteal)+" % of the CPUs' time stolen): median (how many rounds)",
+			r.newOld(w, "in calm rounds (neither run had "+percent(calmSteal)+" % or more of the CPUs' time stolen): median (how many rounds)",
 				func(xs []float64) string {
 					if len(xs) == 0 {
 						return "- (0)"
@@ -144,17 +144,17 @@ func (r *report) byRound(ratio ratio, l int) []float64 {
 	return xs
 }
 
-// calmSteal is the most of the CPUs' time the hypervisor may have given
-// to other machines during a run for it to count as calm.
+// calmSteal is the share of the CPUs' time given by the hypervisor to
+// other machines during a run from which on it does not count as calm.
 const calmSteal = 0.05
 
 // calmRounds is ratio's value in the rounds of load l in which neither of
-// its two runs had more than calmSteal of the CPUs' time stolen.
+// its two runs had calmSteal or more of the CPUs' time stolen.
 func (r *report) calmRounds(ratio ratio, l int) []float64 {
 	var xs []float64
 	for round, c := range r.results[ratio.num][l] {
 		d := r.results[ratio.den][l][round]
-		if c.stolen >= 0 && c.stolen <= calmSteal && d.stolen >= 0 && d.stolen <= calmSteal {
+		if c.stolen >= 0 && c.stolen < calmSteal && d.stolen >= 0 && d.stolen < calmSteal {
 			xs = append(xs, c.rate()/d.rate())
 		}
 	}
