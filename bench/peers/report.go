@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,11 +138,7 @@ func (r *report) newOld(w io.Writer, title string, show func([]float64) string, 
 // byRound is ratio's value in each round of load l: the two systems'
 // pairs per second in the same round.
 func (r *report) byRound(ratio ratio, l int) []float64 {
-	var xs []float64
-	for round, c := range r.results[ratio.num][l] {
-		xs = append(xs, c.rate()/r.results[ratio.den][l][round].rate())
-	}
-	return xs
+	return r.roundRatios(ratio, l, func(_, _ *cellResult) bool { return true })
 }
 
 // calmSteal is the share of the CPUs' time given by the hypervisor to
@@ -151,10 +148,16 @@ const calmSteal = 0.05
 // calmRounds is ratio's value in the rounds of load l in which neither of
 // its two runs had calmSteal or more of the CPUs' time stolen.
 func (r *report) calmRounds(ratio ratio, l int) []float64 {
+	calm := func(c *cellResult) bool { return c.stolen >= 0 && c.stolen < calmSteal }
+	return r.roundRatios(ratio, l, func(num, den *cellResult) bool { return calm(num) && calm(den) })
+}
+
+// roundRatios is ratio's value in the rounds of load l whose two runs
+// keep accepts.
+func (r *report) roundRatios(ratio ratio, l int, keep func(num, den *cellResult) bool) []float64 {
 	var xs []float64
 	for round, c := range r.results[ratio.num][l] {
-		d := r.results[ratio.den][l][round]
-		if c.stolen >= 0 && c.stolen < calmSteal && d.stolen >= 0 && d.stolen < calmSteal {
+		if d := r.results[ratio.den][l][round]; keep(c, d) {
 			xs = append(xs, c.rate()/d.rate())
 		}
 	}
@@ -163,16 +166,27 @@ func (r *report) calmRounds(ratio ratio, l int) []float64 {
 
 // stealKnown reports whether any run knows its stolen share.
 func (r *report) stealKnown() bool {
-	for _, byLoad := range r.results {
-		for _, rounds := range byLoad {
-			for _, c := range rounds {
-				if c.stolen >= 0 {
-					return true
+	for c := range r.cells() {
+		if c.stolen >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// cells yields every run's result.
+func (r *report) cells() iter.Seq[*cellResult] {
+	return func(yield func(*cellResult) bool) {
+		for _, byLoad := range r.results {
+			for _, rounds := range byLoad {
+				for _, c := range rounds {
+					if !yield(c) {
+						return
+					}
 				}
 			}
 		}
 	}
-	return false
 }
 
 func (r *report) hasOld() bool {
@@ -185,13 +199,9 @@ func (r *report) hasOld() bool {
 // slows every system of a round at once.
 func (r *report) cpuShares() string {
 	var busy, stolen []float64
-	for _, byLoad := range r.results {
-		for _, rounds := range byLoad {
-			for _, c := range rounds {
-				if c.busy >= 0 {
-					busy, stolen = append(busy, c.busy), append(stolen, c.stolen)
-				}
-			}
+	for c := range r.cells() {
+		if c.busy >= 0 {
+			busy, stolen = append(busy, c.busy), append(stolen, c.stolen)
 		}
 	}
 	if len(busy) == 0 {
@@ -203,13 +213,9 @@ func (r *report) cpuShares() string {
 
 // counted reports whether any cell has the servers' counts.
 func (r *report) counted() bool {
-	for _, byLoad := range r.results {
-		for _, rounds := range byLoad {
-			for _, c := range rounds {
-				if c.counts != nil && c.counts.operations > 0 {
-					return true
-				}
-			}
+	for c := range r.cells() {
+		if c.counts != nil && c.counts.operations > 0 {
+			return true
 		}
 	}
 	return false
