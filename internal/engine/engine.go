@@ -144,7 +144,7 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if opts.Mark != "" {
-		if err := r.useMark(ctx, opts.Mark, opts.AcceptRollback, e.log.Warn); err != nil {
+		if err := useMark(ctx, r, opts.Mark, opts.AcceptRollback, e.log.Warn); err != nil {
 			r.close()
 			return nil, err
 		}

@@ -199,11 +199,13 @@ func behind(db, seen markCounters) []string {
 	return out
 }
 
-// useMark opens the mark at path and compares the database with it. A
+// useMark opens the mark at path and compares r's database with it. A
 // database behind it is refused with a *RollbackError, unless accept is
 // set: then every counter moves past the mark, in one transaction, and
-// the move is logged.
-func (r *runner) useMark(ctx context.Context, path string, accept bool, log func(msg string, args ...any)) error {
+// the move is logged. It runs once, as the engine opens, before r serves
+// anything: the mark's check at start-up, not one of the runner's own
+// steps, which is why it and moveCounters are functions of r.
+func useMark(ctx context.Context, r *runner, path string, accept bool, log func(msg string, args ...any)) error {
 	m, existed, err := openMark(path)
 	if err != nil {
 		return err
@@ -226,7 +228,7 @@ func (r *runner) useMark(ctx context.Context, path string, accept bool, log func
 			}
 			to := m.rec.Reserved
 			to.Clock = max(db.Clock, m.rec.Seen.Clock, m.rec.Reserved.Clock)
-			if err := r.moveCounters(ctx, to); err != nil {
+			if err := moveCounters(ctx, r, to); err != nil {
 				m.close()
 				return fmt.Errorf("accepting the rollback: %w", err)
 			}
@@ -253,11 +255,12 @@ func (r *runner) useMark(ctx context.Context, path string, accept bool, log func
 	return nil
 }
 
-// moveCounters raises every lock's token counter, the event id, the client
-// age and the clock to at least to's, in one transaction. The token floor
-// goes up with them: the locks that only the lost transactions created are
-// not in the database to be raised, and start from it when taken again.
-func (r *runner) moveCounters(ctx context.Context, to markCounters) error {
+// moveCounters raises every lock's token counter in r's database, the
+// event id, the client age and the clock to at least to's, in one
+// transaction. The token floor goes up with them: the locks that only the
+// lost transactions created are not in the database to be raised, and
+// start from it when taken again.
+func moveCounters(ctx context.Context, r *runner, to markCounters) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	tx, err := r.begin(ctx)
