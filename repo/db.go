@@ -327,11 +327,8 @@ func (d *DB) Begin(ctx context.Context) (*Tx, error) {
 }
 
 var (
-	qCommit              = portable("Commit", `COMMIT`)
-	qSavepoint           = portable("Savepoint", `SAVEPOINT op`)
-	qReleaseSavepoint    = portable("ReleaseSavepoint", `RELEASE op`)
-	qRollbackToSavepoint = portable("RollbackToSavepoint", `ROLLBACK TO op`)
-	qRollback            = portable("Rollback", `ROLLBACK`)
+	qCommit   = portable("Commit", `COMMIT`)
+	qRollback = portable("Rollback", `ROLLBACK`)
 )
 
 // Commit makes the transaction's changes durable (as the synchronous
@@ -344,27 +341,6 @@ func (tx *Tx) Commit() error {
 		return err
 	}
 	return tx.flush()
-}
-
-// Savepoint opens a nested unit inside the transaction (group commit runs
-// each operation in one).
-func (tx *Tx) Savepoint() error {
-	_, err := tx.exec(qSavepoint)
-	return err
-}
-
-// ReleaseSavepoint keeps the savepoint's changes as part of the transaction.
-func (tx *Tx) ReleaseSavepoint() error {
-	_, err := tx.exec(qReleaseSavepoint)
-	return err
-}
-
-// RollbackToSavepoint undoes the savepoint's changes and closes it.
-func (tx *Tx) RollbackToSavepoint() error {
-	if _, err := tx.exec(qRollbackToSavepoint); err != nil {
-		return err
-	}
-	return tx.ReleaseSavepoint()
 }
 
 // Rollback undoes the transaction. The writes not sent yet are dropped;

@@ -20,7 +20,7 @@ import (
 // run in the order they were queued, so a read sees every write before it;
 // a write that fails fails its batch, and the transaction with it (a failed
 // statement aborts a PostgreSQL transaction anyway: the operations of a
-// group have no savepoints there, and the group fails whole).
+// group have no savepoints, and the group fails whole).
 //
 // Reads that go together (the service row's lock, the clock, the earliest
 // expiry at a transaction's start; a request's state and its would-be

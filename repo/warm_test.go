@@ -20,7 +20,7 @@ func TestPureReads(t *testing.T) {
 		for q, want := range map[statement]bool{
 			qRequestStateGet: true, qNextPredecessors: true, qWaitEdgesBeforeQueueing: true, qLockServiceRow: true,
 			qQueueAppend: false, qLockGrantTakeToken: false, qLeaseEndOne: false, qGrantsLapse: false,
-			qQueueTakeClient: false, qNotifyEventID: false, qBegin: false, qRollbackToSavepoint: false,
+			qQueueTakeClient: false, qNotifyEventID: false, qBegin: false, qRollback: false,
 		} {
 			if texts[q] != "" && pure[q] != want {
 				t.Errorf("%s (%s): pure read %v, want %v: %s", q, d, pure[q], want, texts[q])

@@ -16,8 +16,8 @@ import (
 )
 
 // committer is group commit: operations wait in calls; it takes whatever is
-// waiting, runs them in order in one transaction (each in its own
-// savepoint on SQLite), then those that came meanwhile (late), commits
+// waiting, runs them in order in one transaction (one that fails fails
+// the group: runner.do), then those that came meanwhile (late), commits
 // once, and only then answers them. While one group syncs to disk the next
 // one forms, so a busy server syncs once for many operations and an idle
 // one answers at once. It also keeps the server's
@@ -157,7 +157,7 @@ func (c *committer) loop() {
 		}
 		for _, cl := range group {
 			if cl.err != nil {
-				c.ready.failed(cl.err) // an operation undone alone, in its savepoint
+				c.ready.failed(cl.err) // its group did not commit either
 			}
 		}
 		c.ready.afterGroup(err, func() error { return c.r.checkpoint(ctx) })
@@ -232,8 +232,8 @@ func (c *committer) runAll(ctx context.Context, group []*pending) {
 }
 
 // run executes one call inside the group. A panic is a bug, but it must not
-// take the server down: its savepoint is already rolled back, the call
-// answers an internal error, and the rest of the group goes on.
+// take the server down: the call answers an internal error, and its group
+// fails (runner.do), the calls after it without running.
 func (c *committer) run(ctx context.Context, cl *pending) {
 	defer func() {
 		if p := recover(); p != nil {

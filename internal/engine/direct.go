@@ -51,8 +51,8 @@ func (d *Direct) Batch(ctx context.Context, fn func(step func() error) error) er
 }
 
 // Group runs fn, and every operation of d while fn runs, in one
-// transaction, as the server's group commit does: each operation in a
-// savepoint of its own on SQLite, one commit for all.
+// transaction, as the server's group commit does: one commit for all, and
+// none when an operation fails other than by a refusal.
 func (d *Direct) Group(ctx context.Context, fn func()) error { return d.r.groupRun(ctx, nil, fn) }
 
 // OnCommit sets the function that gets, after each commit, the events of

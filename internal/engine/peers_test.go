@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/repo"
@@ -95,45 +93,6 @@ func TestNotifications(t *testing.T) {
 		_, r := lb.state()
 		return r == 2
 	})
-}
-
-// TestGroupFailsWhole: on PostgreSQL the operations of a group have no
-// savepoints, so when one fails (here: its table is gone) the group commits
-// nothing, not even the operations before it that succeeded, and says so.
-func TestGroupFailsWhole(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	r := openTestRunner(t, dsn)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `ALTER TABLE store_values RENAME TO store_values_away`); err != nil {
-		t.Fatal(err)
-	}
-	var acqErr, writeErr error
-	err = r.groupRun(ctx, nil, func() {
-		_, acqErr = exec(r, ctx, 0, lk.AcquireRequest{Client: "x", Lock: "L", TTL: 10, Mode: lk.Exclusive}, service.Acquire)
-		_, writeErr = exec(r, ctx, 1, lk.WriteRequest{Lock: "L", Key: "k", Value: "v", Token: 1},
-			func(op *service.Op, q lk.WriteRequest) (lk.WriteResult, error) { return service.Write(op, q, nil) })
-	})
-	if acqErr != nil || writeErr == nil || err == nil {
-		t.Fatalf("acquire: %v, write: %v, group: %v; want the write and so the group to fail", acqErr, writeErr, err)
-	}
-	if _, err := conn.Exec(ctx, `ALTER TABLE store_values_away RENAME TO store_values`); err != nil {
-		t.Fatal(err)
-	}
-	in, err := exec(r, ctx, 2, lk.InspectRequest{Lock: "L"}, service.Inspect)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(in.Holders) != 0 {
-		t.Errorf("the failed group's acquire was committed: %+v", in)
-	}
-	if ts, _ := r.clock(); ts != 2 {
-		t.Errorf("clock %d after the failed group and an inspect at 2", ts)
-	}
 }
 
 // openTestRunner opens a runner on the database at dsn, closed when the

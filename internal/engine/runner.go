@@ -61,9 +61,10 @@ type runner struct {
 	// commits counts the groups committed, for failpoint.CommitThenFail.
 	commits int
 	// groupFailed is the error of an operation of the group that failed
-	// with no savepoint to undo it alone: the group must not commit.
-	// (PostgreSQL answers the COMMIT of a transaction that a failed
-	// statement aborted with a silent rollback.)
+	// (operations have no savepoints to undo one alone): the group must
+	// not commit, and runs nothing more. (PostgreSQL answers the COMMIT
+	// of a transaction that a failed statement aborted with a silent
+	// rollback.)
 	groupFailed error
 }
 
@@ -147,8 +148,8 @@ func (r *runner) readOnly(ctx context.Context, fn func(tx *repo.Tx) error) error
 // (service.Finish). The transaction commits when fn succeeds or returns a
 // refusal (service.IsRefusal: a result, after which the time advance and
 // the lapses stand), and rolls back on any other error or a panic. Inside
-// a group it is the group's transaction, the operation in a savepoint of
-// its own.
+// a group it is the group's transaction, and an operation that fails there
+// fails the group (groupFailed).
 func (r *runner) do(ctx context.Context, ts int64, fn func(op *service.Op) error) (err error) {
 	// A cancelled caller starts nothing new; an operation that has started
 	// runs to completion. Its statements get a context without cancellation:
@@ -174,24 +175,27 @@ func (r *runner) do(ctx context.Context, ts int64, fn func(op *service.Op) error
 			return err
 		}
 	}
+	if grouped && r.groupFailed != nil {
+		// The group will not commit: nothing run in it now would last,
+		// and on SQLite the failure may have ended its transaction, so
+		// that the statements would commit one by one.
+		return fmt.Errorf("%w: %w", errGroupFailed, r.groupFailed)
+	}
 	if r.st.ClockSet && ts < r.st.Clock && !failpoint.Enabled(failpoint.TimeBackwards) {
 		if !grouped {
 			tx.Rollback()
 		}
 		return ErrTimeBackwards
 	}
-	// A savepoint lets a failed operation undo only itself. On PostgreSQL
-	// it costs two round trips, a third of an operation's: there a failed
-	// operation fails its whole group instead (groupFailed), and the
-	// operations need none. (An operation fails only when the database
-	// does, or on a bug: contract errors are results, and a lost
-	// connection loses the transaction anyway.)
-	savepoint := grouped && r.peers == nil
-	if savepoint {
-		if err = tx.Savepoint(); err != nil {
-			return err
-		}
-	}
+	// The operations of a group have no savepoints: a failed operation
+	// fails its whole group (groupFailed). An operation fails only when
+	// the database does, or on a bug: contract errors are results, a lost
+	// connection loses the transaction anyway, and on SQLite a full disk
+	// fails the group's COMMIT too. A savepoint and its release cost two
+	// round trips on PostgreSQL, a third of an operation's, and on SQLite
+	// two statements and a copy of every page each operation writes first
+	// (its subjournal): about 5 % of the committer's time per operation
+	// (docs/performance.md, "No savepoints on SQLite either").
 	start := r.st
 	done := false
 	defer func() {
@@ -201,8 +205,6 @@ func (r *runner) do(ctx context.Context, ts int64, fn func(op *service.Op) error
 		// Undo the state with the transaction; an unknown NextExpiry
 		// only costs one lapse query later.
 		switch {
-		case savepoint:
-			tx.RollbackToSavepoint()
 		case grouped && r.groupFailed == nil:
 			r.groupFailed = err
 			if err == nil {
@@ -246,11 +248,6 @@ func (r *runner) do(ctx context.Context, ts int64, fn func(op *service.Op) error
 	}
 	if grouped {
 		// Durable, and announced, only when the group commits.
-		if savepoint {
-			if rerr := tx.ReleaseSavepoint(); rerr != nil {
-				return rerr
-			}
-		}
 		r.events = append(r.events, op.Events...)
 		done = true
 		return err
