@@ -76,6 +76,7 @@ type DB struct {
 	stats   map[statement]*StatementStats // nil unless CollectStats was called
 	lock    *fileLock                     // a SQLite file's, held while open (lockfile.go)
 	reads   *readPool                     // connections apart from the writer's (read.go); nil in memory
+	ends    *endsCache                    // a SQLite writer's (ends.go); nil elsewhere
 }
 
 // newDB makes the DB of the connection conn of sdb, a database of dialect d.
@@ -160,6 +161,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
+		d.ends = newEndsCache()
 		return d, nil
 	}
 	lock, err := lockDatabase(path)
@@ -186,6 +188,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	d.lock = lock
 	d.reads = sqliteReads(d, path)
+	d.ends = newEndsCache()
 	return d, nil
 }
 
@@ -337,15 +340,20 @@ var (
 func (tx *Tx) Commit() error {
 	clear(tx.ahead) // nobody will ask for them
 	tx.ahead = tx.ahead[:0]
-	if err := tx.write(qCommit); err != nil {
-		return err
+	err := tx.write(qCommit)
+	if err == nil {
+		err = tx.flush()
 	}
-	return tx.flush()
+	if err != nil {
+		tx.d.ends.reset() // committed or not, it is not known which
+	}
+	return err
 }
 
 // Rollback undoes the transaction. The writes not sent yet are dropped;
 // a transaction whose BEGIN was never sent has nothing to undo.
 func (tx *Tx) Rollback() error {
+	tx.d.ends.reset()
 	neverBegun := len(tx.pending) > 0 && tx.pending[0].q == qBegin
 	tx.pending = tx.pending[:0]
 	if neverBegun {

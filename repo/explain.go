@@ -88,6 +88,17 @@ func endedByLockOrder(d dialect) string {
 // the lock's tokens through the run of readers, and reads the rows it
 // returns through the indexes in end order.
 func GrantPredecessors(tx *Tx, lock string, token, at int64, mode lk.Mode, limit int) ([]lk.Predecessor, error) {
+	if mode == lk.Exclusive {
+		if ps, ok := tx.d.ends.predecessors(lock, token-1, limit); ok {
+			if verifyEnds == nil {
+				return ps, nil
+			}
+			var read []lk.Predecessor
+			err := tx.each(qGrantsEndedAfter, []any{lock, token - 1, limit}, collectPredecessors(&read))
+			verifyEnds(lock, token, ps, read)
+			return read, err
+		}
+	}
 	first := token
 	if mode == lk.Shared {
 		var before sql.NullInt64

@@ -47,6 +47,7 @@ func GrantInsertLapsed(tx *Tx, l LeaseRow, endedAfter int64) error {
 	if bare.Build {
 		return nil
 	}
+	tx.d.ends.forget(l.Lock)
 	err := tx.write(qGrantInsertEnded, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt,
 		l.ExpiresAt, lk.EndLapsed, endedAfter)
 	return err
@@ -63,6 +64,8 @@ func grantEnd(tx *Tx, l LeaseRow, how lk.Ending, at int64) error {
 	if bare.Build {
 		return nil
 	}
+	client := l.Client
+	tx.d.ends.ended(l.Lock, lk.Predecessor{Client: &client, Token: l.Token, Mode: l.Mode, Ended: how, EndedAt: at})
 	err := tx.write(qGrantEnd, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt, at, how)
 	return err
 }
@@ -88,6 +91,7 @@ func GrantsLapse(tx *Tx, now int64) error {
 	if bare.Build {
 		return nil
 	}
+	tx.d.ends.reset() // the lapses' ends, each after the token it lapsed under
 	err := tx.write(qGrantsLapse, now)
 	return err
 }
@@ -103,6 +107,7 @@ func GrantsPruneLock(tx *Tx, lock string, lastToken, keep int64) error {
 	if lastToken <= keep {
 		return nil
 	}
+	tx.d.ends.pruned(lock, lastToken-keep)
 	return tx.write(qGrantsPruneLock, lock, lastToken-keep)
 }
 
@@ -131,7 +136,11 @@ var qGrantsPruneEndedBefore = perDialect("GrantsPruneEndedBefore", func(d dialec
 // after younger ones waits for them: it goes late, never early. Fewer than
 // a batch means that the oldest rows are not all past `before`.
 func GrantsPruneEndedBefore(tx *Tx, before int64) (int64, error) {
-	return tx.affected(qGrantsPruneEndedBefore, before)
+	n, err := tx.affected(qGrantsPruneEndedBefore, before)
+	if n != 0 || err != nil {
+		tx.d.ends.reset()
+	}
+	return n, err
 }
 
 // historyUnion reads the two places a grant's row can be in: each arm

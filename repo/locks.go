@@ -21,6 +21,7 @@ func LockGrant(tx *Tx, l LeaseRow, newLock bool, keep int64) error {
 		err := tx.write(grant, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt, keep)
 		return err
 	}
+	tx.d.ends.issued(l.Lock, l.Token, 1)
 	var err error
 	if newLock {
 		err = LockCreate(tx, l.Lock, l.Token)

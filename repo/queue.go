@@ -88,8 +88,10 @@ var (
 
 // QueueGrantThrough records that lock's first `granted` waiters, the entries
 // up to position `through`, became holders: they leave the queue, and the
-// lock's counter moves past their tokens. waiters are their clients.
-func QueueGrantThrough(tx *Tx, lock string, through, granted int64, waiters []string) error {
+// lock's counter moves past their tokens, to last. waiters are their
+// clients.
+func QueueGrantThrough(tx *Tx, lock string, through, granted, last int64, waiters []string) error {
+	tx.d.ends.issued(lock, last, granted)
 	var err error
 	if int64(len(waiters)) == granted {
 		err = tx.writeAbout(lock, waiters, qQueueGrantThrough, lock, through)

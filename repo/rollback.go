@@ -12,6 +12,7 @@ var (
 // --accept-rollback), on the locks it lost with its last transactions
 // too. It reads every lock row, once. Nothing else writes the floor.
 func RaiseTokens(tx *Tx, floor int64) error {
+	tx.d.ends.reset()
 	if err := tx.write(qRaiseTokensLocks, floor); err != nil {
 		return err
 	}

@@ -182,7 +182,7 @@ func (h *handOver) apply() error {
 			waiters = append(waiters, g.Client)
 		}
 	}
-	if err := repo.QueueGrantThrough(h.tx, h.lock, h.lastPosition, h.granted, waiters); err != nil {
+	if err := repo.QueueGrantThrough(h.tx, h.lock, h.lastPosition, h.granted, h.lastToken, waiters); err != nil {
 		return err
 	}
 	for _, l := range h.survivors {

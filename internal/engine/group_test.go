@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
+	"github.com/leasekeeper/leasekeeper/internal/sqlitetest"
 	"github.com/leasekeeper/leasekeeper/service"
 )
 
@@ -28,7 +28,7 @@ func TestGroupFailsWhole(t *testing.T) {
 		// its own.
 		rename func(t *testing.T, dsn, stmt string)
 	}{
-		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "group.db") }, renameSQLite},
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "group.db") }, func(t *testing.T, path, stmt string) { sqlitetest.Exec(t, path, stmt) }},
 		{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }, renamePostgres},
 	} {
 		t.Run(b.name, func(t *testing.T) {
@@ -63,18 +63,6 @@ func TestGroupFailsWhole(t *testing.T) {
 				t.Errorf("clock %d after the failed group and an inspect at 2", ts)
 			}
 		})
-	}
-}
-
-func renameSQLite(t *testing.T, path, stmt string) {
-	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(stmt); err != nil {
-		t.Fatal(err)
 	}
 }
 
