@@ -39,6 +39,11 @@ type aheadLog struct {
 	buf   bytes.Buffer // one group's lines, written out in one go
 	lines *slog.Logger // writes to buf
 	group int64        // the last group number given out
+	// direct: encode the lines by hand into buf (appendLine, encode.go)
+	// when they are the JSON lines of slog's default handler, for a
+	// fraction of what lines takes on the committer (Format.direct).
+	direct bool
+	attrs  []slog.Attr // a line's attributes, kept from group to group
 
 	// prev is the previous run's last group, read by start for Recover;
 	// nil when there is nothing to settle.
@@ -53,6 +58,7 @@ type pendingGroup struct {
 
 func (a *aheadLog) start(w io.Writer, format Format) {
 	a.lines = slog.New(format.handler(&a.buf))
+	a.direct = format.direct()
 	f, ok := w.(*os.File)
 	if !ok || format != JSON {
 		return
@@ -82,72 +88,17 @@ func (t *Telemetry) Audit(events []service.Event) {
 	a := &t.ahead
 	a.buf.Reset()
 	var group int64
-	line := func(msg string, attrs ...slog.Attr) {
+	for _, e := range events {
+		msg, attrs := t.eventLine(e, a.attrs[:0])
+		a.attrs = attrs[:0] // grown to the longest line, for the next
+		if msg == "" {
+			continue
+		}
 		if group == 0 {
 			a.group++
 			group = a.group
 		}
-		attrs = append(attrs, slog.Int64("group", group))
-		a.lines.LogAttrs(context.Background(), slog.LevelInfo, msg, attrs...)
-	}
-	for _, e := range events {
-		switch e.Kind {
-		case lk.EventGrant:
-			source := "immediate"
-			if e.FromQueue {
-				source = "queue"
-			}
-			line("grant", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.String("mode", string(e.Mode)),
-				slog.Int64("token", e.Token), slog.Int64("at", e.At), slog.Int64("expires_at", e.ExpiresAt),
-				slog.String("source", source))
-		case lk.EventLapse:
-			line("lapse", slog.String("lock", e.Lock), slog.String("holder", e.Client), slog.String("mode", string(e.Mode)),
-				slog.Int64("token", e.Token), slog.Int64("at", e.At))
-		case lk.EventRelease:
-			line("release", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.String("mode", string(e.Mode)),
-				slog.Int64("token", e.Token), slog.Int64("at", e.At))
-		case lk.EventWithdraw:
-			line("withdraw", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.String("mode", string(e.Mode)),
-				slog.Int64("position", e.Position), slog.Int64("at", e.At))
-		case lk.EventRevoke:
-			line("revoke", slog.String("lock", e.Lock), slog.String("client", e.Client), slog.String("mode", string(e.Mode)),
-				slog.Int64("token", e.Token), slog.Int64("at", e.At))
-		case lk.EventDeadlockAbort:
-			lost := e.Lost
-			if lost == nil {
-				lost = []lk.Holder{}
-			}
-			attrs := []slog.Attr{slog.String("client", e.Client), slog.String("requester", e.Requester),
-				slog.Any("lost", lost), slog.String("waiting_for", e.Lock)}
-			if e.Lock != "" {
-				attrs = append(attrs, slog.String("mode", string(e.Mode)))
-			}
-			if e.Position != 0 { // a requester that aborts itself never queued
-				attrs = append(attrs, slog.Int64("position", e.Position))
-			}
-			if t.principals {
-				attrs = append(attrs, slog.String("principal", t.actors.principal(e.Client)),
-					slog.String("requester_principal", t.actors.principal(e.Requester)))
-			}
-			attrs = append(attrs, slog.Any("cycle", e.Cycle), slog.Int64("at", e.At))
-			line("deadlock_abort", attrs...)
-		case lk.EventStaleWrite:
-			line("stale_write", slog.String("lock", e.Lock), slog.Int64("token", e.Token),
-				slog.Int64("highest", e.Highest), slog.Int64("at", e.At))
-		case lk.EventFenceStale:
-			attrs := []slog.Attr{slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("token", e.Token),
-				slog.Int64("newer", e.Highest), slog.String("resource", e.Resource)}
-			if t.principals {
-				attrs = append(attrs, slog.String("principal", t.actors.principal(e.Client)))
-			}
-			line("fence_stale", append(attrs, slog.Int64("at", e.At))...)
-		case lk.EventUnfence:
-			attrs := []slog.Attr{slog.String("lock", e.Lock), slog.Int64("was", e.Highest), slog.Int64("highest", e.Token)}
-			if e.By != "" {
-				attrs = append(attrs, slog.String("principal", e.By))
-			}
-			line("unfence", append(attrs, slog.Int64("at", e.At))...)
-		}
+		a.write(msg, attrs, group)
 	}
 	if group == 0 {
 		return // nothing the log tells (renewals, a client joining a queue)
@@ -155,6 +106,88 @@ func (t *Telemetry) Audit(events []service.Event) {
 	if err := t.out.writeNow(a.buf.Bytes()); err != nil {
 		t.auditErrors.Inc()
 	}
+}
+
+// write puts a line of group into buf, through slog or by hand (direct).
+func (a *aheadLog) write(msg string, attrs []slog.Attr, group int64) {
+	if a.direct {
+		// Each line has the time it is written at, as slog's would.
+		// The bytes are appended where buf would put them, so that
+		// Write copies nothing once buf has grown to a group's size.
+		if b, ok := appendLine(a.buf.AvailableBuffer(), time.Now(), msg, attrs, group); ok {
+			a.buf.Write(b)
+			return
+		}
+	}
+	attrs = append(attrs, slog.Int64("group", group))
+	a.lines.LogAttrs(context.Background(), slog.LevelInfo, msg, attrs...)
+}
+
+// eventLine returns the message of e's line and its attributes, appended
+// to attrs, in the order the line has them; the message is "" for an
+// event that the log does not tell. Both ways of writing the line (write)
+// take them from here, so that they cannot drift apart.
+func (t *Telemetry) eventLine(e service.Event, attrs []slog.Attr) (string, []slog.Attr) {
+	switch e.Kind {
+	case lk.EventGrant:
+		source := "immediate"
+		if e.FromQueue {
+			source = "queue"
+		}
+		return "grant", append(attrs, slog.String("lock", e.Lock), slog.String("client", e.Client),
+			slog.String("mode", string(e.Mode)), slog.Int64("token", e.Token), slog.Int64("at", e.At),
+			slog.Int64("expires_at", e.ExpiresAt), slog.String("source", source))
+	case lk.EventLapse:
+		return "lapse", append(attrs, slog.String("lock", e.Lock), slog.String("holder", e.Client),
+			slog.String("mode", string(e.Mode)), slog.Int64("token", e.Token), slog.Int64("at", e.At))
+	case lk.EventRelease:
+		return "release", append(attrs, slog.String("lock", e.Lock), slog.String("client", e.Client),
+			slog.String("mode", string(e.Mode)), slog.Int64("token", e.Token), slog.Int64("at", e.At))
+	case lk.EventWithdraw:
+		return "withdraw", append(attrs, slog.String("lock", e.Lock), slog.String("client", e.Client),
+			slog.String("mode", string(e.Mode)), slog.Int64("position", e.Position), slog.Int64("at", e.At))
+	case lk.EventRevoke:
+		return "revoke", append(attrs, slog.String("lock", e.Lock), slog.String("client", e.Client),
+			slog.String("mode", string(e.Mode)), slog.Int64("token", e.Token), slog.Int64("at", e.At))
+	case lk.EventDeadlockAbort:
+		// Written by slog in either format: its lists (lost, cycle) go
+		// through encoding/json, which appendLine leaves to slog rather
+		// than copy for a rare line.
+		lost := e.Lost
+		if lost == nil {
+			lost = []lk.Holder{}
+		}
+		attrs = append(attrs, slog.String("client", e.Client), slog.String("requester", e.Requester),
+			slog.Any("lost", lost), slog.String("waiting_for", e.Lock))
+		if e.Lock != "" {
+			attrs = append(attrs, slog.String("mode", string(e.Mode)))
+		}
+		if e.Position != 0 { // a requester that aborts itself never queued
+			attrs = append(attrs, slog.Int64("position", e.Position))
+		}
+		if t.principals {
+			attrs = append(attrs, slog.String("principal", t.actors.principal(e.Client)),
+				slog.String("requester_principal", t.actors.principal(e.Requester)))
+		}
+		return "deadlock_abort", append(attrs, slog.Any("cycle", e.Cycle), slog.Int64("at", e.At))
+	case lk.EventStaleWrite:
+		return "stale_write", append(attrs, slog.String("lock", e.Lock), slog.Int64("token", e.Token),
+			slog.Int64("highest", e.Highest), slog.Int64("at", e.At))
+	case lk.EventFenceStale:
+		attrs = append(attrs, slog.String("lock", e.Lock), slog.String("client", e.Client), slog.Int64("token", e.Token),
+			slog.Int64("newer", e.Highest), slog.String("resource", e.Resource))
+		if t.principals {
+			attrs = append(attrs, slog.String("principal", t.actors.principal(e.Client)))
+		}
+		return "fence_stale", append(attrs, slog.Int64("at", e.At))
+	case lk.EventUnfence:
+		attrs = append(attrs, slog.String("lock", e.Lock), slog.Int64("was", e.Highest), slog.Int64("highest", e.Token))
+		if e.By != "" {
+			attrs = append(attrs, slog.String("principal", e.By))
+		}
+		return "unfence", append(attrs, slog.Int64("at", e.At))
+	}
+	return "", attrs
 }
 
 // CommitFailed cancels the lines of the group last written: its COMMIT

@@ -24,9 +24,27 @@ const (
 // handler returns the slog handler that writes format's lines to w.
 func (f Format) handler(w io.Writer) slog.Handler {
 	if f == Text {
-		return slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: jsonValues})
+		return slog.NewTextHandler(w, f.options())
 	}
-	return slog.NewJSONHandler(w, nil)
+	return slog.NewJSONHandler(w, f.options())
+}
+
+// options are those of format's slog handler, kept here, apart from
+// handler, so that direct sees whatever the JSON handler is given.
+func (f Format) options() *slog.HandlerOptions {
+	if f == Text {
+		return &slog.HandlerOptions{ReplaceAttr: jsonValues}
+	}
+	return nil
+}
+
+// direct reports whether Audit may encode format's lines by hand
+// (appendLine, encode.go). appendLine writes what slog's JSON handler
+// writes with its default options: given a ReplaceAttr, a level, or
+// AddSource, the handler would write other lines, and Audit leaves them
+// all to it.
+func (f Format) direct() bool {
+	return f == JSON && f.options() == nil
 }
 
 // jsonValues writes an attribute whose value is a list, a map or a struct

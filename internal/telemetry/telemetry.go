@@ -5,12 +5,13 @@
 // server.Observer, told about requests, refused requests and who acted as
 // which client id.
 //
-// The audit log is JSON lines through log/slog (or slog's text lines, to
-// share a standard error with text log lines), one line per grant, lapse
-// (naming the lapsed holder and its token), release, withdrawal, revocation,
-// deadlock abort (with the cycle found and what the victim lost), refused
-// stale write and refused request. No bearer token ever reaches it: the
-// server hands over what was asked, never the credentials.
+// The audit log is JSON lines as log/slog writes them (or slog's text
+// lines, to share a standard error with text log lines), one line per
+// grant, lapse (naming the lapsed holder and its token), release,
+// withdrawal, revocation, deadlock abort (with the cycle found and what the
+// victim lost), refused stale write and refused request. No bearer token
+// ever reaches it: the server hands over what was asked, never the
+// credentials.
 package telemetry
 
 import (
