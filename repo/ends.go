@@ -48,8 +48,10 @@ import (
 const endsKept = 100
 
 // endsLocks bounds the locks kept: past it, a lock whose token is issued
-// takes the place of another, which is then read again.
-const endsLocks = 1 << 14
+// takes the place of another, which is then read again. With endsKept, it
+// bounds the memory at some 20 MB, reached only by crowds of over a
+// hundred readers on each of a thousand locks.
+const endsLocks = 1 << 10
 
 // endsCache is a SQLite writer's knowledge of the ends of its locks; nil
 // where there is none, and then every method does nothing.
@@ -191,8 +193,11 @@ func (l *endList) add(p lk.Predecessor) {
 }
 
 // prune drops the ends of tokens up to through. Where some were dropped
-// for want of room, one of them may now be among the first: the list is
-// no longer known.
+// for want of room, an end added later could be placed before one of them
+// that the database still holds: the list is no longer known. (Today a
+// prune follows the issue of a token, and meets only lists that take no
+// more ends, whose survivors predecessors answers only as many as it holds:
+// this guards the order should that change.)
 func (l *endList) prune(through int64) {
 	n := len(l.ps)
 	l.ps = slices.DeleteFunc(l.ps, func(p lk.Predecessor) bool { return p.Token <= through })

@@ -118,21 +118,9 @@ func endsWorkload(t *testing.T, seed uint64) int {
 // named among the predecessors of the grant that x's real release then
 // hands over.
 func TestEndsCacheForgetsRollback(t *testing.T) {
-	var asked int
-	restore := repo.VerifyEnds(func(lock string, token int64, kept, read []lk.Predecessor) {
-		asked++
-		if !samePredecessors(kept, read) {
-			t.Errorf("%s token %d: kept %s, read %s", lock, token, showPredecessors(kept), showPredecessors(read))
-		}
-	})
-	defer restore()
+	asked := verifyKept(t)
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ends.db")
-	d, err := engine.OpenDirect(ctx, path, repo.Options{}, service.Config{Explain: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, path := openKept(t, service.Config{Explain: true})
 	rename := func(stmt string) { sqlitetest.Exec(t, path, stmt) }
 	acquire := func(ts int64, client string, want lk.Outcome) {
 		t.Helper()
@@ -143,7 +131,7 @@ func TestEndsCacheForgetsRollback(t *testing.T) {
 	}
 	acquire(1, "x", lk.Granted)
 	rename(`ALTER TABLE store_values RENAME TO store_values_away`)
-	err = d.Group(ctx, func() {
+	err := d.Group(ctx, func() {
 		if _, err := d.Release(ctx, 2, lk.ReleaseRequest{Client: "x", Lock: "L"}); err != nil {
 			t.Errorf("release in the group: %v", err)
 		}
@@ -161,9 +149,135 @@ func TestEndsCacheForgetsRollback(t *testing.T) {
 	if _, err := d.Release(ctx, 6, lk.ReleaseRequest{Client: "y", Lock: "L"}); err != nil {
 		t.Fatal(err)
 	}
-	if asked == 0 {
+	if *asked == 0 {
 		t.Error("the kept ends never answered")
 	}
+}
+
+// TestEndsCacheFullLists: a crowd of 150 readers ends before a writer is
+// handed the lock, more than the 100 kept ends of a token; the writer's
+// grant prunes some of them (a history of 99 to 1,000 tokens), in an order
+// of ends with ties. Later, rows past their day are pruned by age. Every
+// answer from the kept ends is the read's.
+func TestEndsCacheFullLists(t *testing.T) {
+	for _, keep := range []int64{99, 100, 101, 1000} {
+		t.Run(fmt.Sprint(keep), func(t *testing.T) {
+			asked := verifyKept(t)
+			ctx := context.Background()
+			d, _ := openKept(t, service.Config{Explain: true, History: service.HistoryRetention{Keep: keep, Days: 1}})
+			acquire := func(ts int64, client string, mode lk.Mode) {
+				t.Helper()
+				if _, err := d.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: "L", TTL: 1000, Mode: mode}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			release := func(ts int64, client string) {
+				t.Helper()
+				if _, err := d.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "L"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 150 {
+				acquire(1, fmt.Sprintf("r%03d", i), lk.Shared)
+			}
+			acquire(2, "w", lk.Exclusive) // queued behind the crowd
+			// Ends in threes at each instant, the later tokens of each
+			// three first, so that ties on ended_at order by token.
+			for i := range 150 {
+				j := i/3*3 + 2 - i%3
+				release(3+int64(i/3), fmt.Sprintf("r%03d", j))
+			}
+			// The lock passes from client to client, handed over (the next
+			// one waits first) and granted on the spot in turn, before and
+			// after every end so far is past its day.
+			holder, ts := "w", int64(100)
+			pass := func(i int) {
+				next := fmt.Sprintf("x%d", i%2)
+				if i%2 == 0 {
+					acquire(ts, next, lk.Exclusive)
+					release(ts, holder)
+				} else {
+					release(ts, holder)
+					acquire(ts, next, lk.Exclusive)
+				}
+				holder = next
+				ts++
+			}
+			for i := range 20 {
+				pass(i)
+			}
+			ts += 2 * 86400 // the holder's lease lapsed too
+			holder = "w"
+			acquire(ts, holder, lk.Exclusive)
+			for i := range 20 {
+				pass(i)
+			}
+			if *asked < 20 {
+				t.Errorf("the kept ends answered %d times; want them used", *asked)
+			}
+		})
+	}
+}
+
+// TestEndsCacheForgetsAgePruning: ends recorded under a token that stays
+// the lock's last for days (a reader renews its lease while the others'
+// ends grow old) are pruned by age before the next grant names them.
+func TestEndsCacheForgetsAgePruning(t *testing.T) {
+	verifyKept(t)
+	ctx := context.Background()
+	d, _ := openKept(t, service.Config{Explain: true, History: service.HistoryRetention{Days: 1}})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []string{"a", "b", "c"} {
+		_, err := d.Acquire(ctx, 1, lk.AcquireRequest{Client: c, Lock: "L", TTL: 86400, Mode: lk.Shared})
+		must(err)
+	}
+	for _, c := range []string{"a", "b"} {
+		_, err := d.Release(ctx, 2, lk.ReleaseRequest{Client: c, Lock: "L"})
+		must(err)
+	}
+	for _, ts := range []int64{80000, 160000} {
+		_, err := d.Renew(ctx, ts, lk.RenewRequest{Client: "c", Lock: "L", TTL: 86400})
+		must(err)
+	}
+	_, err := d.Acquire(ctx, 2*86400+10, lk.AcquireRequest{Client: "z", Lock: "M", TTL: 10, Mode: lk.Exclusive}) // prunes a's and b's ends
+	must(err)
+	_, err = d.Release(ctx, 2*86400+11, lk.ReleaseRequest{Client: "c", Lock: "L"})
+	must(err)
+	r, err := d.Acquire(ctx, 2*86400+12, lk.AcquireRequest{Client: "w", Lock: "L", TTL: 10, Mode: lk.Exclusive})
+	must(err)
+	if len(r.Predecessors) != 1 || *r.Predecessors[0].Client != "c" {
+		t.Errorf("w's predecessors %s, want c's end alone", showPredecessors(r.Predecessors))
+	}
+}
+
+// verifyKept has every answer of the kept ends compared with the read
+// until t ends, and returns how many there were.
+func verifyKept(t *testing.T) *int {
+	asked := new(int)
+	t.Cleanup(repo.VerifyEnds(func(lock string, token int64, kept, read []lk.Predecessor) {
+		*asked++
+		if !samePredecessors(kept, read) {
+			t.Errorf("%s token %d: kept %s, read %s", lock, token, showPredecessors(kept), showPredecessors(read))
+		}
+	}))
+	return asked
+}
+
+// openKept opens a new SQLite file with rules, closed when t ends.
+func openKept(t *testing.T, rules service.Config) (*engine.Direct, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ends.db")
+	d, err := engine.OpenDirect(context.Background(), path, repo.Options{}, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, path
 }
 
 func samePredecessors(a, b []lk.Predecessor) bool {

@@ -363,10 +363,9 @@ func (r *runner) rowChanged(start repo.Counters) bool {
 	return c != start
 }
 
-// groupRun runs fn, and every operation on r while fn runs, in one transaction:
-// each operation in its own savepoint (so a failing one undoes only itself;
-// on PostgreSQL, without savepoints, it fails the group), one commit and one
-// sync to disk for all of them. This is group commit: the
+// groupRun runs fn, and every operation on r while fn runs, in one transaction
+// (an operation that fails fails the group: do), one commit and one sync to
+// disk for all of them. This is group commit: the
 // caller must answer none of those operations before groupRun returns nil. If
 // the commit fails, every one of them is undone and groupRun returns the error.
 // Events reach the committed hook after the commit. markDirty, called
@@ -432,8 +431,8 @@ func (r *runner) lateStart(ahead []repo.Warm) (ok bool) {
 	return true
 }
 
-// errGroupFailed is a group's error when one of its operations failed on a
-// database where that fails them all.
+// errGroupFailed is a group's error when one of its operations failed: the
+// operations have no savepoints, so that fails them all.
 var errGroupFailed = errors.New("an operation of the group failed, so none of it was committed")
 
 // openGroup starts the transaction of a group.
