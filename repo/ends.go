@@ -117,14 +117,16 @@ func (c *endsCache) issued(lock string, last, n int64) {
 	e.prevLast, e.prev = 0, endList{}
 }
 
-// ended records an end of lock's lease of token (how, at), written with
-// the lock's last token as its ended_after_token.
-func (c *endsCache) ended(lock string, p lk.Predecessor) {
+// ended records the end of lease l (how, at), written with its lock's last
+// token as its ended_after_token. The predecessor is made only for a lock
+// kept: on PostgreSQL, and for the locks not kept, an end costs nothing.
+func (c *endsCache) ended(l LeaseRow, how lk.Ending, at int64) {
 	if c == nil {
 		return
 	}
-	if e := c.locks[lock]; e != nil && e.cur.known {
-		e.cur.add(p)
+	if e := c.locks[l.Lock]; e != nil && e.cur.known {
+		client := l.Client
+		e.cur.add(lk.Predecessor{Client: &client, Token: l.Token, Mode: l.Mode, Ended: how, EndedAt: at})
 	}
 }
 

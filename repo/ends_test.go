@@ -53,12 +53,7 @@ func TestEndsCacheMatchesReads(t *testing.T) {
 func endsWorkload(t *testing.T, seed uint64) int {
 	t.Helper()
 	ctx := context.Background()
-	d, err := engine.OpenDirect(ctx, filepath.Join(t.TempDir(), "ends.db"), repo.Options{},
-		service.Config{Explain: true, History: service.HistoryRetention{Keep: 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, _ := openKept(t, service.Config{Explain: true, History: service.HistoryRetention{Keep: 3}})
 	grants := 0
 	d.OnCommit(func(es []service.Event) {
 		for _, e := range es {
@@ -121,7 +116,12 @@ func TestEndsCacheForgetsRollback(t *testing.T) {
 	asked := verifyKept(t)
 	ctx := context.Background()
 	d, path := openKept(t, service.Config{Explain: true})
-	rename := func(stmt string) { sqlitetest.Exec(t, path, stmt) }
+	rename := func(stmt string) {
+		t.Helper()
+		if err := sqlitetest.Exec(ctx, path, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
 	acquire := func(ts int64, client string, want lk.Outcome) {
 		t.Helper()
 		r, err := d.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: "L", TTL: 100, Mode: lk.Exclusive})

@@ -64,8 +64,7 @@ func grantEnd(tx *Tx, l LeaseRow, how lk.Ending, at int64) error {
 	if bare.Build {
 		return nil
 	}
-	client := l.Client
-	tx.d.ends.ended(l.Lock, lk.Predecessor{Client: &client, Token: l.Token, Mode: l.Mode, Ended: how, EndedAt: at})
+	tx.d.ends.ended(l, how, at)
 	err := tx.write(qGrantEnd, l.Lock, l.Token, l.Client, l.Mode, l.GrantedAt, l.ExpiresAt, at, how)
 	return err
 }

@@ -6,9 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	lk "github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/internal/pgschema"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/sqlitetest"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -24,18 +23,24 @@ func TestGroupFailsWhole(t *testing.T) {
 	for _, b := range []struct {
 		name string
 		dsn  func(t *testing.T) string
-		// rename runs one statement on the database from a connection of
+		// exec runs one statement on the database from a connection of
 		// its own.
-		rename func(t *testing.T, dsn, stmt string)
+		exec func(ctx context.Context, dsn, stmt string) error
 	}{
-		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "group.db") }, func(t *testing.T, path, stmt string) { sqlitetest.Exec(t, path, stmt) }},
-		{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }, renamePostgres},
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "group.db") }, sqlitetest.Exec},
+		{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }, pgschema.Exec},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			dsn := b.dsn(t)
 			r := openTestRunner(t, dsn)
 			ctx := context.Background()
-			b.rename(t, dsn, `ALTER TABLE store_values RENAME TO store_values_away`)
+			rename := func(stmt string) {
+				t.Helper()
+				if err := b.exec(ctx, dsn, stmt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rename(`ALTER TABLE store_values RENAME TO store_values_away`)
 			var acqErr, writeErr, afterErr error
 			err := r.groupRun(ctx, nil, func() {
 				_, acqErr = exec(r, ctx, 0, lk.AcquireRequest{Client: "x", Lock: "L", TTL: 10, Mode: lk.Exclusive}, service.Acquire)
@@ -49,7 +54,7 @@ func TestGroupFailsWhole(t *testing.T) {
 			if !errors.Is(afterErr, errGroupFailed) {
 				t.Errorf("the acquire after the failed write: %v, want it not run (%v)", afterErr, errGroupFailed)
 			}
-			b.rename(t, dsn, `ALTER TABLE store_values_away RENAME TO store_values`)
+			rename(`ALTER TABLE store_values_away RENAME TO store_values`)
 			for _, lock := range []string{"L", "M"} {
 				in, err := exec(r, ctx, 2, lk.InspectRequest{Lock: lock}, service.Inspect)
 				if err != nil {
@@ -63,18 +68,5 @@ func TestGroupFailsWhole(t *testing.T) {
 				t.Errorf("clock %d after the failed group and an inspect at 2", ts)
 			}
 		})
-	}
-}
-
-func renamePostgres(t *testing.T, dsn, stmt string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, stmt); err != nil {
-		t.Fatal(err)
 	}
 }

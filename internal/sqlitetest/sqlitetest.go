@@ -5,21 +5,24 @@
 package sqlitetest
 
 import (
+	"context"
 	"database/sql"
-	"testing"
+	"fmt"
 
 	_ "modernc.org/sqlite"
 )
 
-// Exec runs stmt on the SQLite file at path from a connection of its own.
-func Exec(t testing.TB, path, stmt string) {
-	t.Helper()
+// Exec runs stmt on the SQLite file at path from a connection of its own,
+// as pgschema.Exec does on a PostgreSQL database, so that a test can take
+// either.
+func Exec(ctx context.Context, path, stmt string) error {
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer db.Close()
-	if _, err := db.Exec(stmt); err != nil {
-		t.Fatal(err)
+	if _, err := db.ExecContext(ctx, stmt); err != nil {
+		return fmt.Errorf("%s: %s: %w", path, stmt, err)
 	}
+	return nil
 }
