@@ -187,6 +187,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, openError(path, err)
 	}
 	d.lock = lock
+	if syncsEachCommit(opts.Synchronous) {
+		// Not fatal: without the zeros, SQLite grows the WAL as it always
+		// did, and only the syncs of its first fill cost more.
+		_ = d.growWAL(ctx, path)
+	}
 	d.reads = sqliteReads(d, path)
 	d.ends = newEndsCache()
 	return d, nil
