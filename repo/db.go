@@ -137,6 +137,9 @@ type Options struct {
 	// Synchronous is SQLite's synchronous setting for a file ("NORMAL" when
 	// empty). In-memory databases ignore it.
 	Synchronous string
+	// Warn, when set, is told what Open could not do and did without (the
+	// WAL written ahead: walsize.go).
+	Warn func(msg string, args ...any)
 }
 
 // Open opens the database at path and applies the embedded migrations: a
@@ -190,7 +193,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if syncsEachCommit(opts.Synchronous) {
 		// Not fatal: without the zeros, SQLite grows the WAL as it always
 		// did, and only the syncs of its first fill cost more.
-		_ = d.growWAL(ctx, path)
+		if err := d.growWAL(ctx); err != nil && opts.Warn != nil {
+			opts.Warn("the WAL was not written ahead: the commits of its first fill sync more slowly", "database", path, "err", err)
+		}
 	}
 	d.reads = sqliteReads(d, path)
 	d.ends = newEndsCache()

@@ -139,7 +139,7 @@ func TestSQLiteWriterPragmas(t *testing.T) {
 	for _, c := range []struct {
 		pragma, want string
 	}{{"journal_mode", "wal"}, {"synchronous", "2"}, {"wal_autocheckpoint", "10000"},
-		// SQLite never shrinks the WAL, which growWAL counts on.
+		// No shrinking of the WAL while the file is open, which growWAL counts on for speed.
 		{"journal_size_limit", "-1"}} {
 		var got string
 		if err := d.conn.GetContext(ctx, &got, "PRAGMA "+c.pragma); err != nil {

@@ -1,11 +1,14 @@
 package repo
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -30,15 +33,26 @@ func TestWALGrownWhenEachCommitSyncs(t *testing.T) {
 	for _, c := range []struct {
 		name, sync string
 		grown      bool
-	}{{"full.db", "FULL", true}, {"extra.db", "EXTRA", true}, {"normal.db", "", false}, {"off.db", "OFF", false}} {
-		path := filepath.Join(dir, c.name)
-		for open := 1; open <= 2; open++ {
-			d, err := Open(ctx, path, Options{Synchronous: c.sync})
+		link       bool // opened through a symlink: SQLite names the WAL after its target
+	}{{"full.db", "FULL", true, false}, {"extra.db", "EXTRA", true, false}, {"normal.db", "", false, false},
+		{"off.db", "OFF", false, false}, {"linked.db", "FULL", true, true}} {
+		path, open := filepath.Join(dir, c.name), filepath.Join(dir, c.name)
+		if c.link {
+			open = filepath.Join(dir, "link-to-"+c.name)
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(path, open); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for opening := 1; opening <= 2; opening++ {
+			d, err := Open(ctx, open, Options{Synchronous: c.sync})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := walSize(t, path); (got >= walFull) != c.grown {
-				t.Errorf("%s, open %d: the WAL is %d bytes; grown to %d: %v, want %v", c.name, open, got, walFull, got >= walFull, c.grown)
+				t.Errorf("%s, open %d: the WAL is %d bytes; grown to %d: %v, want %v", c.name, opening, got, walFull, got >= walFull, c.grown)
 			}
 			if err := d.Close(); err != nil {
 				t.Fatal(err)
@@ -84,6 +98,104 @@ func TestWALGrownKeepsCommits(t *testing.T) {
 	}
 	if got != n {
 		t.Errorf("the crash's copy has %d clients, want the %d committed", got, n)
+	}
+}
+
+// walWithFrames opens a file without growing its WAL (NORMAL), and commits
+// n rows into the WAL.
+func walWithFrames(t *testing.T, n int) (*DB, string) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "lk.db")
+	d, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	for i := range n {
+		if _, err := d.conn.ExecContext(ctx, `INSERT INTO clients (age, name, registered_at) VALUES (?, ?, ?)`,
+			i+1, "c"+strconv.Itoa(i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d, path
+}
+
+// countAfterCrash copies path and its WAL as a crash leaves them, and
+// counts the clients of the copy.
+func countAfterCrash(t *testing.T, path string) int {
+	t.Helper()
+	crashed := filepath.Join(t.TempDir(), "lk.db")
+	for _, suffix := range []string{"", "-wal"} {
+		copyFile(t, path+suffix, crashed+suffix)
+	}
+	c, err := Open(context.Background(), crashed, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got int
+	if err := c.conn.GetContext(context.Background(), &got, `SELECT count(*) FROM clients`); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestWALGrowFailureCutsBack: when the file system refuses the zeros part
+// way, the WAL is cut back to its size before, and keeps every commit. It
+// fails when the cut goes below that size.
+func TestWALGrowFailureCutsBack(t *testing.T) {
+	d, path := walWithFrames(t, 200)
+	before := walSize(t, path)
+	writes := 0
+	growWALWrite = func(f *os.File, b []byte, at int64) (int, error) {
+		if writes++; writes > 2 {
+			return 0, syscall.ENOSPC
+		}
+		return f.WriteAt(b, at)
+	}
+	defer func() { growWALWrite = (*os.File).WriteAt }()
+	err := d.growWAL(context.Background())
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("growWAL with a full disk: %v, want the file system's refusal", err)
+	}
+	if got := walSize(t, path); got != before {
+		t.Errorf("the WAL is %d bytes after the refused zeros, want the %d it was", got, before)
+	}
+	if got := countAfterCrash(t, path); got != 200 {
+		t.Errorf("the crash's copy has %d clients, want the 200 committed", got)
+	}
+}
+
+// TestWALGrowOverTornFrame: a frame cut off at the WAL's end (a crash
+// between its writes) is zeroed from its start, not completed by zeros.
+// It fails when the zeros start at the file's end.
+func TestWALGrowOverTornFrame(t *testing.T) {
+	d, path := walWithFrames(t, 50)
+	f, err := os.OpenFile(path+"-wal", os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := walSize(t, path)
+	if _, err := f.Write(bytes.Repeat([]byte{0xa5}, 100)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := d.growWAL(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wal, err := os.ReadFile(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(wal)) != walFull {
+		t.Fatalf("the WAL is %d bytes, want %d", len(wal), walFull)
+	}
+	if i := bytes.IndexByte(wal[torn:], 0xa5); i >= 0 {
+		t.Errorf("the torn frame's byte at %d is still there after the zeros", torn+int64(i))
+	}
+	if got := countAfterCrash(t, path); got != 50 {
+		t.Errorf("the crash's copy has %d clients, want the 50 committed", got)
 	}
 }
 
@@ -146,5 +258,22 @@ func BenchmarkFirstCommits(b *testing.B) {
 				b.Fatalf("the WAL grew past its full size (%d bytes): the benchmark ran past the first fill", got)
 			}
 		})
+	}
+}
+
+// TestWALGrowFailureWarns: an opening whose zeros the file system refuses
+// still opens, and says so through Options.Warn (serve logs it).
+func TestWALGrowFailureWarns(t *testing.T) {
+	growWALWrite = func(*os.File, []byte, int64) (int, error) { return 0, syscall.ENOSPC }
+	defer func() { growWALWrite = (*os.File).WriteAt }()
+	var warned []string
+	d, err := Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), Options{Synchronous: "FULL",
+		Warn: func(msg string, args ...any) { warned = append(warned, msg) }})
+	if err != nil {
+		t.Fatalf("a refused WAL failed the opening: %v", err)
+	}
+	defer d.Close()
+	if len(warned) != 1 {
+		t.Errorf("warned %q, want one warning", warned)
 	}
 }

@@ -123,7 +123,7 @@ func serve(ctx context.Context, cmd *cobra.Command, dbPath, listen, auditLog, lo
 	// FULL: WAL with synchronous=NORMAL survives a killed process but may
 	// lose the last commits on power loss; FULL syncs the WAL at every
 	// commit, so an acknowledged operation is on disk.
-	eng, err = engine.Open(ctx, dbPath, engine.Options{DB: repo.Options{Synchronous: "FULL"},
+	eng, err = engine.Open(ctx, dbPath, engine.Options{DB: repo.Options{Synchronous: "FULL", Warn: log.Warn},
 		Rules:  service.Config{Quota: storeQuota(cmd), StrictFencing: strictFencing(cmd), History: history, Explain: !bare.Build},
 		Logger: log, Observer: tel, EventsBuffer: events, Mark: markFile(cmd, dbPath), AcceptRollback: acceptRollback(cmd)})
 	if err != nil {
