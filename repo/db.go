@@ -164,7 +164,6 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
-		d.ends = newEndsCache()
 		return d, nil
 	}
 	lock, err := lockDatabase(path)
@@ -198,7 +197,6 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		}
 	}
 	d.reads = sqliteReads(d, path)
-	d.ends = newEndsCache()
 	return d, nil
 }
 
@@ -242,6 +240,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*DB, error) {
 	if err == nil {
 		var d *DB
 		if d, err = newDB(sdb, conn, sqliteDialect{}); err == nil {
+			d.ends = newEndsCache() // the writer's: this connection's
 			return d, nil
 		}
 		conn.Close()

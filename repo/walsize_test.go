@@ -75,29 +75,24 @@ func TestWALGrownKeepsCommits(t *testing.T) {
 	defer d.Close()
 	const n = 300
 	for i := range n {
-		if _, err := d.conn.ExecContext(ctx, `INSERT INTO clients (age, name, registered_at) VALUES (?, ?, ?)`,
-			i+1, "c"+strconv.Itoa(i), i); err != nil {
-			t.Fatal(err)
-		}
+		commitClient(t, d, i)
 	}
 	if got := walSize(t, path); got != walFull {
 		t.Fatalf("the WAL is %d bytes after %d small commits, want the %d it was grown to", got, n, walFull)
 	}
-	crashed := filepath.Join(t.TempDir(), "lk.db")
-	for _, suffix := range []string{"", "-wal"} {
-		copyFile(t, path+suffix, crashed+suffix)
-	}
-	c, err := Open(ctx, crashed, Options{Synchronous: "FULL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var got int
-	if err := c.conn.GetContext(ctx, &got, `SELECT count(*) FROM clients`); err != nil {
-		t.Fatal(err)
-	}
-	if got != n {
+	// The copy is opened as serve opens it: its WAL, frames recovered
+	// and all, grown again.
+	if got := countAfterCrash(t, path, "FULL"); got != n {
 		t.Errorf("the crash's copy has %d clients, want the %d committed", got, n)
+	}
+}
+
+// commitClient commits client number i in a transaction of its own.
+func commitClient(tb testing.TB, d *DB, i int) {
+	tb.Helper()
+	if _, err := d.conn.ExecContext(context.Background(), `INSERT INTO clients (age, name, registered_at) VALUES (?, ?, ?)`,
+		i+1, "c"+strconv.Itoa(i), i); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -113,23 +108,20 @@ func walWithFrames(t *testing.T, n int) (*DB, string) {
 	}
 	t.Cleanup(func() { d.Close() })
 	for i := range n {
-		if _, err := d.conn.ExecContext(ctx, `INSERT INTO clients (age, name, registered_at) VALUES (?, ?, ?)`,
-			i+1, "c"+strconv.Itoa(i), i); err != nil {
-			t.Fatal(err)
-		}
+		commitClient(t, d, i)
 	}
 	return d, path
 }
 
-// countAfterCrash copies path and its WAL as a crash leaves them, and
-// counts the clients of the copy.
-func countAfterCrash(t *testing.T, path string) int {
+// countAfterCrash copies path and its WAL as a crash leaves them, opens
+// the copy with synchronous sync, and counts its clients.
+func countAfterCrash(t *testing.T, path, sync string) int {
 	t.Helper()
 	crashed := filepath.Join(t.TempDir(), "lk.db")
 	for _, suffix := range []string{"", "-wal"} {
 		copyFile(t, path+suffix, crashed+suffix)
 	}
-	c, err := Open(context.Background(), crashed, Options{})
+	c, err := Open(context.Background(), crashed, Options{Synchronous: sync})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +154,7 @@ func TestWALGrowFailureCutsBack(t *testing.T) {
 	if got := walSize(t, path); got != before {
 		t.Errorf("the WAL is %d bytes after the refused zeros, want the %d it was", got, before)
 	}
-	if got := countAfterCrash(t, path); got != 200 {
+	if got := countAfterCrash(t, path, ""); got != 200 {
 		t.Errorf("the crash's copy has %d clients, want the 200 committed", got)
 	}
 }
@@ -194,7 +186,7 @@ func TestWALGrowOverTornFrame(t *testing.T) {
 	if i := bytes.IndexByte(wal[torn:], 0xa5); i >= 0 {
 		t.Errorf("the torn frame's byte at %d is still there after the zeros", torn+int64(i))
 	}
-	if got := countAfterCrash(t, path); got != 50 {
+	if got := countAfterCrash(t, path, ""); got != 50 {
 		t.Errorf("the crash's copy has %d clients, want the 50 committed", got)
 	}
 }
@@ -248,10 +240,7 @@ func BenchmarkFirstCommits(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := range b.N {
-				if _, err := d.conn.ExecContext(ctx, `INSERT INTO clients (age, name, registered_at) VALUES (?, ?, ?)`,
-					i+1, "c"+strconv.Itoa(i), i); err != nil {
-					b.Fatal(err)
-				}
+				commitClient(b, d, i)
 			}
 			b.StopTimer()
 			if got := walSize(b, path); got > walFull {
