@@ -140,15 +140,12 @@ func (t *Telemetry) eventLine(e service.Event, attrs []slog.Attr) (string, []slo
 	case lk.EventLapse:
 		return "lapse", append(attrs, slog.String("lock", e.Lock), slog.String("holder", e.Client),
 			slog.String("mode", string(e.Mode)), slog.Int64("token", e.Token), slog.Int64("at", e.At))
-	case lk.EventRelease:
-		return "release", append(attrs, slog.String("lock", e.Lock), slog.String("client", e.Client),
+	case lk.EventRelease, lk.EventRevoke: // the same line, named after the kind
+		return string(e.Kind), append(attrs, slog.String("lock", e.Lock), slog.String("client", e.Client),
 			slog.String("mode", string(e.Mode)), slog.Int64("token", e.Token), slog.Int64("at", e.At))
 	case lk.EventWithdraw:
 		return "withdraw", append(attrs, slog.String("lock", e.Lock), slog.String("client", e.Client),
 			slog.String("mode", string(e.Mode)), slog.Int64("position", e.Position), slog.Int64("at", e.At))
-	case lk.EventRevoke:
-		return "revoke", append(attrs, slog.String("lock", e.Lock), slog.String("client", e.Client),
-			slog.String("mode", string(e.Mode)), slog.Int64("token", e.Token), slog.Int64("at", e.At))
 	case lk.EventDeadlockAbort:
 		// Written by slog in either format: its lists (lost, cycle) go
 		// through encoding/json, which appendLine leaves to slog rather
