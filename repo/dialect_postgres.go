@@ -51,7 +51,7 @@ func (postgresDialect) serviceCounters() string {
 // lockGrant: one statement, a round trip less than two: the counter, the
 // lease (its grant's row in the history while it lives), and the pruning
 // of the lock's history that the new token allows (repo/grants.go; ?7 is
-// the number of tokens kept).
+// the distance from the token to historyPruneBound).
 func (postgresDialect) lockGrant(newLock bool) string {
 	counter := `UPDATE locks SET last_token = last_token + 1 WHERE name = ?1`
 	if newLock {

@@ -58,14 +58,23 @@ var (
 // nextPredecessorsRead is NextPredecessors' read for lock (keep tokens
 // kept, at most limit), into next.
 func nextPredecessorsRead(lock string, keep int64, limit int, next *[]lk.Predecessor) read {
-	return read{q: qNextPredecessors, args: []any{lock, keep, limit}, fn: collectPredecessors(next)}
+	return read{q: qNextPredecessors, args: nextPredecessorsArgs(lock, keep, limit), fn: collectPredecessors(next)}
 }
 
-// nextPredecessors selects NextPredecessors' rows.
+// nextPredecessorsArgs are NextPredecessors' arguments: the lock, the
+// tokens kept, the limit and the pruning's step (historyPruneStep).
+func nextPredecessorsArgs(lock string, keep int64, limit int) []any {
+	return []any{lock, keep, limit, historyPruneStep(keep)}
+}
+
+// nextPredecessors selects NextPredecessors' rows: above the bound that
+// the next token's grant prunes to, historyPruneBound written out in SQL
+// (integer division, which truncates in both databases, as in Go).
 const (
 	lastTokenRead    = `(SELECT last_token FROM locks WHERE name = ?1)`
 	nextPredecessors = `lock = ?1 AND ended_after_token = ` + lastTokenRead + ` AND token <= ` + lastTokenRead + `
-		AND token > ` + lastTokenRead + ` + 1 - CAST(?2 AS BIGINT)`
+		AND token > CASE WHEN ` + lastTokenRead + ` + 1 <= CAST(?2 AS BIGINT) THEN 0
+			ELSE (` + lastTokenRead + ` + 1 - CAST(?2 AS BIGINT)) / CAST(?4 AS BIGINT) * CAST(?4 AS BIGINT) END`
 )
 
 // endedByLockOrder names grants_ended for a range of

@@ -17,7 +17,8 @@ package repo
 //
 // Retention. Per lock, the history keeps the ended rows of the lock's last
 // keep tokens: each grant of token T deletes the lock's ended rows with
-// tokens up to T-keep, through grants_ended_by_lock, which holds ended rows
+// tokens up to T-keep, rounded down to a step of up to 64 tokens
+// (historyPruneBound), through grants_ended_by_lock, which holds ended rows
 // only, so that it reads no more than the rows it deletes, and no live
 // lease's row, however many shared holders the lock has. By age, ended
 // rows whose ended_at is older than a bound go in small batches, in the
@@ -99,15 +100,40 @@ func GrantsLapse(tx *Tx, now int64) error {
 // a range of grants_ended_by_lock.
 var qGrantsPruneLock = portable("GrantsPruneLock", `DELETE FROM grants_ended WHERE lock = ? AND token <= ?`)
 
-// GrantsPruneLock deletes lock's ended rows once its counter reached
-// lastToken: those among the tokens before its last keep. It does nothing,
-// and runs nothing, while no token can be that old.
-func GrantsPruneLock(tx *Tx, lock string, lastToken, keep int64) error {
+// historyPruneStep is how many tokens a lock's pruning bound moves at a
+// time, for keep tokens kept: a sixteenth of them, between 1 and 64. A
+// deletion writes pages at the old end of the lock's entries in each
+// index of grants_ended and the row's own page, about four WAL frames:
+// deleting one row at each grant added them to every grant of a lock past
+// keep tokens, some four frames in a one-operation commit's ten, 7 % of the
+// pairs per second at one client. Moved in steps, the bound deletes a
+// step's rows together, on a page or two of each index, at one grant in
+// step (docs/performance.md, "A lock's history pruned in steps").
+func historyPruneStep(keep int64) int64 { return min(64, max(1, keep/16)) }
+
+// historyPruneBound is the highest token whose ended row a grant that
+// brings lock's counter to lastToken deletes (0: none): the tokens before
+// the last keep, down to a multiple of the step. So a lock keeps the rows
+// of at least its last keep tokens, and of fewer than keep + step.
+func historyPruneBound(lastToken, keep int64) int64 {
 	if lastToken <= keep {
+		return 0
+	}
+	step := historyPruneStep(keep)
+	return (lastToken - keep) / step * step
+}
+
+// GrantsPruneLock deletes lock's ended rows once its counter reached
+// lastToken: those up to historyPruneBound. It runs nothing while no token
+// can be that old. Between steps the range it reads is empty, and it
+// writes no page.
+func GrantsPruneLock(tx *Tx, lock string, lastToken, keep int64) error {
+	through := historyPruneBound(lastToken, keep)
+	if through == 0 {
 		return nil
 	}
-	tx.d.ends.pruned(lock, lastToken-keep)
-	return tx.write(qGrantsPruneLock, lock, lastToken-keep)
+	tx.d.ends.pruned(lock, through)
+	return tx.write(qGrantsPruneLock, lock, through)
 }
 
 // GrantsPruneBatch is how many rows GrantsPruneEndedBefore looks at.

@@ -52,7 +52,7 @@ type warm struct {
 func WarmRequestState(client, lock string, withNext bool, keep int64, limit int) Warm {
 	rs := []read{{q: qRequestStateGet, args: []any{client, lock}}}
 	if withNext {
-		rs = append(rs, read{q: qNextPredecessors, args: []any{lock, keep, limit}})
+		rs = append(rs, read{q: qNextPredecessors, args: nextPredecessorsArgs(lock, keep, limit)})
 	}
 	return Warm{&warm{reads: rs, lock: lock, client: client}}
 }

@@ -17,8 +17,9 @@ import (
 // HistoryRetention bounds the grant history. A live lease's row is never
 // pruned.
 type HistoryRetention struct {
-	// Keep is how many of a lock's last tokens keep their rows once ended
-	// (serve --history-keep); 0 means DefaultHistoryKeep.
+	// Keep is how many of a lock's last tokens keep their rows once ended,
+	// at least: the rows behind go a step of up to 64 tokens at a time
+	// (repo/grants.go) (serve --history-keep); 0 means DefaultHistoryKeep.
 	Keep int64
 	// Days is how long an ended row is kept after its lease ended
 	// (serve --history-days); 0 means DefaultHistoryDays.

@@ -231,6 +231,113 @@ func TestHistoryKeep(t *testing.T) {
 	}
 }
 
+// TestHistoryKeepInSteps: past its keep tokens a lock's rows go a step at
+// a time (a sixteenth of keep, at most 64 tokens): with keep 64 the bound
+// moves by 4, at the grants of tokens 68, 72, ..., so that between steps
+// the lock keeps up to keep+3 ended tokens, and a grant there deletes
+// nothing. Grants on the spot and from the queue both prune.
+func TestHistoryKeepInSteps(t *testing.T) {
+	const keep = 64
+	for _, b := range historyBackends {
+		t.Run(b.name, func(t *testing.T) {
+			d := historyDriver{t, openWithHistory(t, b.path(t), service.HistoryRetention{Keep: keep})}
+			ctx := context.Background()
+			// oldest returns the lowest ended token S keeps, and how many.
+			oldest := func(ts int64) (low, n int64) {
+				for _, line := range strings.Split(strings.TrimSpace(d.history(ts, lk.HistoryRequest{Lock: "S"}, 1000, false)), "\n") {
+					var tok int64
+					if _, err := fmt.Sscanf(line, "S/%d", &tok); err != nil {
+						t.Fatalf("history line %q: %v", line, err)
+					}
+					if !strings.HasSuffix(line, " live") {
+						if low == 0 || tok < low {
+							low = tok
+						}
+						n++
+					}
+				}
+				return low, n
+			}
+			check := func(ts, token int64) {
+				t.Helper()
+				through := int64(0) // historyPruneBound(token, keep)
+				if token > keep {
+					through = (token - keep) / 4 * 4
+				}
+				if low, n := oldest(ts); n != token-1-through || n > 0 && low != through+1 {
+					t.Fatalf("after the grant of token %d: oldest ended token %d, %d ended kept; want %d and %d",
+						token, low, n, through+1, token-1-through)
+				}
+			}
+			ts := int64(1)
+			for token := int64(1); token <= 80; token++ { // on the spot
+				if r := d.acquire(ts, "a", "S", 100, lk.Exclusive); r.Token != token {
+					t.Fatalf("acquire at %d: %+v, want token %d", ts, r, token)
+				}
+				check(ts, token)
+				_, err := d.svc.Release(ctx, ts, lk.ReleaseRequest{Client: "a", Lock: "S"})
+				d.ok("release", nil, err)
+				ts++
+			}
+			holder, waiter := "a", "b"
+			d.acquire(ts, holder, "S", 100, lk.Exclusive)   // token 81
+			for token := int64(82); token <= 100; token++ { // from the queue
+				d.acquire(ts, waiter, "S", 100, lk.Exclusive)
+				_, err := d.svc.Release(ctx, ts, lk.ReleaseRequest{Client: holder, Lock: "S"})
+				d.ok("release", nil, err)
+				check(ts, token)
+				holder, waiter = waiter, holder
+				ts++
+			}
+		})
+	}
+}
+
+// TestPredecessorsKeptBetweenSteps: a grant between two steps of the
+// pruning deletes nothing, so its predecessors include an old token that
+// the step has not reached yet. With keep 32 (a step of 2), token 35
+// prunes up to token 2, not 3: a reader that held token 3 while tokens 4
+// to 34 came and went, and ended after 34, is a predecessor of 35. An
+// exclusive grant on the spot names them from the read of its request
+// (NextPredecessors), which must prune as the grant does.
+func TestPredecessorsKeptBetweenSteps(t *testing.T) {
+	for _, b := range historyBackends {
+		t.Run(b.name, func(t *testing.T) {
+			svc, err := engine.OpenDirect(context.Background(), b.path(t), repo.Options{},
+				service.Config{Explain: true, History: service.HistoryRetention{Keep: 32}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { svc.Close() })
+			d := historyDriver{t, svc}
+			ctx := context.Background()
+			release := func(ts int64, client string) {
+				t.Helper()
+				_, err := d.svc.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "P"})
+				d.ok("release "+client, nil, err)
+			}
+			d.acquire(1, "x", "P", 100, lk.Exclusive) // 1
+			release(1, "x")
+			d.acquire(2, "x", "P", 100, lk.Exclusive) // 2
+			release(2, "x")
+			d.acquire(3, "r", "P", 1000, lk.Shared) // 3, held
+			for ts := int64(4); ts <= 34; ts++ {
+				d.acquire(ts, "y", "P", 100, lk.Shared) // 4..34, joining r
+				release(ts, "y")
+			}
+			release(35, "r")
+			r := d.acquire(36, "z", "P", 100, lk.Exclusive)
+			var got []string
+			for _, p := range r.Predecessors {
+				got = append(got, fmt.Sprintf("%s/%d %s", *p.Client, p.Token, p.Ended))
+			}
+			if r.Token != 35 || fmt.Sprint(got) != "[y/34 released r/3 released]" {
+				t.Fatalf("z: token %d, predecessors %v; want 35 and [y/34 released r/3 released]", r.Token, got)
+			}
+		})
+	}
+}
+
 // TestHistoryDays: rows that ended more than Days ago go, in batches, as
 // operations move the clock; a live lease's row stays.
 func TestHistoryDays(t *testing.T) {

@@ -31,14 +31,19 @@ func TestReadsAheadDifferential(t *testing.T) {
 		clients, locks int
 		ttl            int64 // the shortest; up to 5 s more
 		seed           uint64
+		keep           int64 // tokens a lock's history keeps
 	}{
-		{"every read, short leases", false, 8, 4, 1, 1},
-		{"every read, long leases, more names", false, 12, 10, 40, 2},
-		{"window, short leases", true, 8, 4, 1, 3},
-		{"window, long leases, more names", true, 12, 10, 40, 4},
+		{"every read, short leases", false, 8, 4, 1, 1, 3},
+		{"every read, long leases, more names", false, 12, 10, 40, 2, 3},
+		{"window, short leases", true, 8, 4, 1, 3, 3},
+		{"window, long leases, more names", true, 12, 10, 40, 4, 3},
+		// A history pruned in steps of 2 tokens (repo.historyPruneBound):
+		// both runners prune alike, so this compares the reads ahead
+		// only; TestPredecessorsKeptBetweenSteps checks the steps.
+		{"every read, short leases, pruned in steps", false, 8, 2, 1, 5, 33},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			runDifferential(t, tc.window, tc.clients, tc.locks, tc.ttl, tc.seed, 250)
+			runDifferential(t, tc.window, tc.clients, tc.locks, tc.ttl, tc.seed, tc.keep, 250)
 		})
 	}
 }
@@ -97,14 +102,14 @@ func (o diffOp) pending(r *runner, out *string, outcome *lk.Outcome) *pending {
 	return p
 }
 
-func runDifferential(t *testing.T, window bool, clients, locks int, ttl int64, seed uint64, groups int) {
+func runDifferential(t *testing.T, window bool, clients, locks int, ttl int64, seed uint64, keep int64, groups int) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 19))
 	ahead, plain := openTestRunner(t, pgtest.DSN(t)), openTestRunner(t, pgtest.DSN(t))
 	for _, r := range []*runner{ahead, plain} {
 		r.cfg.Explain = true
 		r.numbered = true
-		r.cfg.History.Keep = 3 // pruned by count within the run
+		r.cfg.History.Keep = keep // pruned by count within the run
 	}
 	ca, cp := &committer{r: ahead}, &committer{r: plain}
 	ts := int64(1000)
