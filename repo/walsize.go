@@ -38,7 +38,7 @@ var growWALWrite = (*os.File).WriteAt
 
 // growWAL extends the writer's WAL with zeros to the size it reaches before
 // its first checkpoint, if it is smaller. It holds SQLite's write lock
-// meanwhile (BEGIN IMMEDIATE, whose COMMIT writes nothing), so that no
+// meanwhile (BEGIN IMMEDIATE, then a ROLLBACK of nothing), so that no
 // connection, in this process or another (sqlite3), appends frames or
 // truncates the WAL under it. The zeros start at the end of the last whole
 // frame: a frame cut off by a crash belonged to no commit, and is not
@@ -61,8 +61,12 @@ func (d *DB) growWAL(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() {
-		if _, cerr := d.conn.ExecContext(ctx, `COMMIT`); err == nil {
-			err = cerr
+		// The transaction wrote nothing: ROLLBACK only lets go of the
+		// lock. Not under ctx, which a caller may have cancelled by now:
+		// database/sql would not send it, and the writer's one connection
+		// would stay in the transaction, holding the lock.
+		if _, rerr := d.conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`); err == nil {
+			err = rerr
 		}
 	}()
 	frame := pageSize + walFrameHeader

@@ -1,15 +1,25 @@
 package repo
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // walFull is the size growWAL gives the WAL, for SQLite's default page size.
@@ -264,5 +274,227 @@ func TestWALGrowFailureWarns(t *testing.T) {
 	defer d.Close()
 	if len(warned) != 1 {
 		t.Errorf("warned %q, want one warning", warned)
+	}
+}
+
+// walGrowWriterEnv names, for the test binary run again as another
+// process, the file that process commits a row to (walGrowWriter).
+const walGrowWriterEnv = "LEASEKEEPER_TEST_WALGROW_WRITER"
+
+// TestWALGrowHoldsWriteLock: while growWAL writes its zeros, another
+// process (as the sqlite3 shell would be) cannot commit to the file: it is
+// told the file is busy, and its row, committed once growWAL is done, goes
+// after the zeros rather than under them. It fails when growWAL writes
+// without SQLite's write lock: the other process commits frames at the
+// WAL's end, where the zeros then go, and its row is lost.
+func TestWALGrowHoldsWriteLock(t *testing.T) {
+	if path := os.Getenv(walGrowWriterEnv); path != "" {
+		walGrowWriter(path)
+		return
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "lk.db")
+	// Opened without growing the WAL (NORMAL), so that growWAL, called
+	// below, has zeros to write after these frames.
+	d, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			d.Close()
+		}
+	}()
+	const n = 50
+	for i := range n {
+		commitClient(t, d, i)
+	}
+	if got := walSize(t, path); got >= walFull {
+		t.Fatalf("the WAL is %d bytes before growWAL, want less than %d", got, walFull)
+	}
+
+	writing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	calls := 0
+	growWALWrite = func(f *os.File, b []byte, at int64) (int, error) {
+		if calls++; calls == 1 {
+			close(writing)
+			// Bounded, so that a test that failed before its release
+			// does not leave growWAL waiting.
+			select {
+			case <-release:
+			case <-time.After(time.Minute):
+			}
+		}
+		return f.WriteAt(b, at)
+	}
+	var growErr error
+	grown := make(chan struct{})
+	// Registered before the wait for growWAL below, so it runs after it:
+	// growWAL calls growWALWrite until it is done.
+	defer func() { growWALWrite = (*os.File).WriteAt }()
+	go func() {
+		defer close(grown)
+		growErr = d.growWAL(ctx)
+	}()
+	defer func() { free(); <-grown }()
+	select {
+	case <-writing:
+	case <-grown:
+		t.Fatalf("growWAL returned (%v) without writing zeros", growErr)
+	case <-time.After(time.Minute):
+		t.Fatal("growWAL wrote no zeros within a minute")
+	}
+
+	// Another process, not a connection of this one: SQLite's locks
+	// between processes are the file's, which is what the sqlite3 shell
+	// would meet.
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestWALGrowHoldsWriteLock$", "-test.count=1")
+	cmd.Env = append(os.Environ(), walGrowWriterEnv+"="+path)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	said := make(chan string)
+	go func() {
+		defer close(said)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if s, ok := strings.CutPrefix(sc.Text(), "walgrow-writer: "); ok {
+				said <- s
+			}
+		}
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case s, ok := <-said:
+			if !ok {
+				t.Fatalf("the other process ended without a word (%v)", cmd.Wait())
+			}
+			if strings.HasPrefix(s, "error") {
+				t.Fatalf("the other process: %s", s)
+			}
+			return s
+		case <-time.After(time.Minute):
+			t.Fatal("the other process said nothing within a minute")
+		}
+		return ""
+	}
+	if s := next(); s == "committed" {
+		t.Errorf("another process committed a row while growWAL wrote its zeros: growWAL holds no write lock")
+	} else {
+		// Released only now: the other process then waits for growWAL's
+		// ROLLBACK (busy_timeout) and commits after it.
+		free()
+		if s := next(); s != "committed" {
+			t.Fatalf("the other process said %q after growWAL, want committed", s)
+		}
+	}
+	free()
+	<-grown
+	if growErr != nil {
+		t.Fatal(growErr)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the other process: %v", err)
+	}
+
+	// What a crash leaves, then what a clean close and an opening as
+	// serve's (the WAL checkpointed, then grown again) leave: the other
+	// process's row in both.
+	if got := countAfterCrash(t, path, ""); got != n+1 {
+		t.Errorf("the crash's copy has %d clients, want the %d committed, the other process's too", got, n+1)
+	}
+	closed = true
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err = Open(ctx, path, Options{Synchronous: "FULL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed = false
+	var got int
+	if err := d.conn.GetContext(ctx, &got, `SELECT count(*) FROM clients`); err != nil {
+		t.Fatal(err)
+	}
+	if got != n+1 {
+		t.Errorf("the file has %d clients after a close and an opening, want the %d committed", got, n+1)
+	}
+	var check string
+	if err := d.conn.GetContext(ctx, &check, `PRAGMA integrity_check`); err != nil || check != "ok" {
+		t.Errorf("integrity_check after a close and an opening: %q, %v", check, err)
+	}
+}
+
+// walGrowWriter is TestWALGrowHoldsWriteLock's other process. It commits
+// a row to the file at path, first without waiting for SQLite's write
+// lock, so that a lock held is seen (busy) and not merely waited out, then
+// waiting for it. It says what happened on standard output.
+func walGrowWriter(path string) {
+	say := func(s string) { fmt.Println("walgrow-writer:", s) }
+	db, err := sql.Open("sqlite", "file:"+escapePath(path)+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		say("error " + err.Error())
+		return
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // the busy_timeout below is the connection's
+	insert := func() error {
+		_, err := db.Exec(`INSERT INTO clients (age, name, registered_at) VALUES (1, 'other process', 0)`)
+		return err
+	}
+	err = insert()
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+		say("busy")
+		if _, err = db.Exec(`PRAGMA busy_timeout = 60000`); err == nil {
+			err = insert()
+		}
+	}
+	if err != nil {
+		say("error " + err.Error())
+		return
+	}
+	say("committed")
+}
+
+// TestWALGrowLetsGoWhenCancelled: a caller's context cancelled while the
+// zeros are written still ends growWAL's transaction, so that the write
+// lock is free for another connection. It fails when the transaction is
+// ended under that context, which database/sql then never sends.
+func TestWALGrowLetsGoWhenCancelled(t *testing.T) {
+	d, path := walWithFrames(t, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	growWALWrite = func(f *os.File, b []byte, at int64) (int, error) {
+		cancel()
+		return f.WriteAt(b, at)
+	}
+	defer func() { growWALWrite = (*os.File).WriteAt }()
+	d.growWAL(ctx) // its error is the cancelled context's, or none
+	other, err := sql.Open("sqlite", "file:"+escapePath(path)+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	c, err := other.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(context.Background(), `BEGIN IMMEDIATE`); err != nil {
+		t.Fatalf("another connection's BEGIN IMMEDIATE after growWAL: %v", err)
+	}
+	if _, err := c.ExecContext(context.Background(), `ROLLBACK`); err != nil {
+		t.Fatal(err)
 	}
 }
