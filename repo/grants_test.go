@@ -405,3 +405,24 @@ func TestGrantsPruneUsesKey(t *testing.T) {
 		t.Errorf("the prune's generic plan scans grants_ended:\n%s", text)
 	}
 }
+
+// TestHistoryPruneStep: the step is a sixteenth of the tokens kept, at
+// least 1 and at most 64, and the bound a multiple of it, the tokens
+// before the last keep rounded down.
+func TestHistoryPruneStep(t *testing.T) {
+	for _, c := range []struct{ keep, step int64 }{
+		{1, 1}, {15, 1}, {16, 1}, {31, 1}, {32, 2}, {33, 2}, {64, 4}, {1000, 62}, {1023, 63}, {1024, 64}, {1 << 40, 64},
+	} {
+		if got := historyPruneStep(c.keep); got != c.step {
+			t.Errorf("historyPruneStep(%d) = %d, want %d", c.keep, got, c.step)
+		}
+	}
+	for _, c := range []struct{ last, keep, through int64 }{
+		{1000, 1000, 0}, {1001, 1000, 0}, {1061, 1000, 0}, {1062, 1000, 62}, {1123, 1000, 62}, {1124, 1000, 124},
+		{4, 3, 1}, {5, 3, 2}, {1, 1, 0}, {2, 1, 1},
+	} {
+		if got := historyPruneBound(c.last, c.keep); got != c.through {
+			t.Errorf("historyPruneBound(%d, %d) = %d, want %d", c.last, c.keep, got, c.through)
+		}
+	}
+}

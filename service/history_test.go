@@ -294,47 +294,59 @@ func TestHistoryKeepInSteps(t *testing.T) {
 }
 
 // TestPredecessorsKeptBetweenSteps: a grant between two steps of the
-// pruning deletes nothing, so its predecessors include an old token that
-// the step has not reached yet. With keep 32 (a step of 2), token 35
-// prunes up to token 2, not 3: a reader that held token 3 while tokens 4
-// to 34 came and went, and ended after 34, is a predecessor of 35. An
-// exclusive grant on the spot names them from the read of its request
-// (NextPredecessors), which must prune as the grant does.
+// pruning deletes nothing new, so its predecessors include an old token
+// that the step has not reached yet, and a grant at a step deletes the
+// rows up to it, predecessors too. With keep 32 (a step of 2): token 35
+// prunes up to token 2, not 3, so a reader that held token 3 while tokens
+// 4 to 34 came and went, and ended after 34, is a predecessor of 35; token
+// 36 prunes up to 4, so a reader of token 4 that ended after 35 is not
+// one of 36's. An exclusive grant on the spot names them from the read of
+// its request (NextPredecessors), which must prune as the grant does.
 func TestPredecessorsKeptBetweenSteps(t *testing.T) {
 	for _, b := range historyBackends {
-		t.Run(b.name, func(t *testing.T) {
-			svc, err := engine.OpenDirect(context.Background(), b.path(t), repo.Options{},
-				service.Config{Explain: true, History: service.HistoryRetention{Keep: 32}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { svc.Close() })
-			d := historyDriver{t, svc}
-			ctx := context.Background()
-			release := func(ts int64, client string) {
-				t.Helper()
-				_, err := d.svc.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "P"})
-				d.ok("release "+client, nil, err)
-			}
-			d.acquire(1, "x", "P", 100, lk.Exclusive) // 1
-			release(1, "x")
-			d.acquire(2, "x", "P", 100, lk.Exclusive) // 2
-			release(2, "x")
-			d.acquire(3, "r", "P", 1000, lk.Shared) // 3, held
-			for ts := int64(4); ts <= 34; ts++ {
-				d.acquire(ts, "y", "P", 100, lk.Shared) // 4..34, joining r
-				release(ts, "y")
-			}
-			release(35, "r")
-			r := d.acquire(36, "z", "P", 100, lk.Exclusive)
-			var got []string
-			for _, p := range r.Predecessors {
-				got = append(got, fmt.Sprintf("%s/%d %s", *p.Client, p.Token, p.Ended))
-			}
-			if r.Token != 35 || fmt.Sprint(got) != "[y/34 released r/3 released]" {
-				t.Fatalf("z: token %d, predecessors %v; want 35 and [y/34 released r/3 released]", r.Token, got)
-			}
-		})
+		for _, c := range []struct {
+			held  int64  // the reader's token
+			token int64  // the exclusive grant's
+			want  string // its predecessors
+		}{
+			{3, 35, "[y/34 released r/3 released]"},
+			{4, 36, "[y/35 released]"},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", b.name, c.token), func(t *testing.T) {
+				svc, err := engine.OpenDirect(context.Background(), b.path(t), repo.Options{},
+					service.Config{Explain: true, History: service.HistoryRetention{Keep: 32}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { svc.Close() })
+				d := historyDriver{t, svc}
+				ctx := context.Background()
+				release := func(ts int64, client string) {
+					t.Helper()
+					_, err := d.svc.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "P"})
+					d.ok("release "+client, nil, err)
+				}
+				ts := int64(1)
+				for ; ts < c.held; ts++ {
+					d.acquire(ts, "x", "P", 100, lk.Exclusive)
+					release(ts, "x")
+				}
+				d.acquire(ts, "r", "P", 1000, lk.Shared) // held
+				for ts++; ts < c.token; ts++ {
+					d.acquire(ts, "y", "P", 100, lk.Shared) // joining r
+					release(ts, "y")
+				}
+				release(ts, "r")
+				r := d.acquire(ts+1, "z", "P", 100, lk.Exclusive)
+				var got []string
+				for _, p := range r.Predecessors {
+					got = append(got, fmt.Sprintf("%s/%d %s", *p.Client, p.Token, p.Ended))
+				}
+				if r.Token != c.token || fmt.Sprint(got) != c.want {
+					t.Fatalf("z: token %d, predecessors %v; want %d and %s", r.Token, got, c.token, c.want)
+				}
+			})
+		}
 	}
 }
 

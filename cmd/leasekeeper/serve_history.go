@@ -12,7 +12,7 @@ import (
 // (service.HistoryRetention); historyRetention reads them back.
 func addHistoryFlags(cmd *cobra.Command) {
 	cmd.Flags().Int64("history-keep", service.DefaultHistoryKeep,
-		"grant history: keep the ended grants of each lock's last N tokens, pruned in steps of N/16 (at most 64) tokens (a live lease's grant is always kept)")
+		"grant history: keep the ended grants of each lock's last N tokens, pruned in steps of N/16 tokens (at least 1, at most 64) (a live lease's grant is always kept)")
 	cmd.Flags().Int64("history-days", service.DefaultHistoryDays,
 		"grant history: drop ended grants this many days after they ended")
 }
