@@ -99,8 +99,6 @@ CREATE INDEX leases_by_token ON leases (lock, token);
 
 CREATE INDEX grants_ended_by_lock ON grants_ended (lock, token);
 
-CREATE INDEX grants_ended_by_lock_order ON grants_ended (lock, ended_after_token, ended_at, token);
-
 CREATE INDEX grants_ended_by_client ON grants_ended (client, granted_at, lock, token);
 
 CREATE VIEW grants AS
@@ -108,3 +106,6 @@ CREATE VIEW grants AS
            NULL AS ended_at, NULL AS ended, NULL AS ended_after_token FROM leases
     UNION ALL
     SELECT lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token FROM grants_ended;
+
+CREATE INDEX grants_ended_by_lock_order ON grants_ended (lock, ended_after_token, ended_at, token)
+    WHERE ended_after_token <> token;

@@ -33,27 +33,54 @@ var (
 			ORDER BY token DESC LIMIT 1) e) u`
 	})
 	// A holder still live when token was granted: a lease live now with an
-	// older token, or one that ended after token was granted.
+	// older token, or one that ended after token was granted (which ended
+	// after a token other than its own: a row of the index in end order).
 	qGrantJoinedLive = perDialect("GrantJoinedLive", func(d dialect) string {
 		return `SELECT CASE WHEN EXISTS (SELECT 1 FROM leases WHERE lock = ?1 AND token < ?2)
-			OR EXISTS (SELECT 1 FROM ` + endedByLockOrder(d) + ` WHERE lock = ?1 AND ended_after_token >= ?2 AND token < ?2)
+			OR EXISTS (SELECT 1 FROM ` + endedByLockOrder(d) + ` WHERE lock = ?1 AND ended_after_token >= ?2 AND token < ?2
+				AND ` + inEndOrder + `)
 			THEN 1 ELSE 0 END`
 	})
 	// The leases of the lock that ended while ?2 was its last token, in
-	// the order they ended.
+	// the order they ended: those with older tokens, from the index in end
+	// order, and ?2's own, by its token.
 	qGrantsEndedAfter = perDialect("GrantsEndedAfter", func(d dialect) string {
-		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
-			WHERE lock = ?1 AND ended_after_token = ?2 AND token <= ?2 ORDER BY ended_at, token LIMIT ?3`
+		return endedAfter(d, `?2`, `TRUE`)
 	})
 	// GrantsEndedAfter for the lock's last token, read in the statement,
 	// and without the rows that the grant of the next token prunes (?2
-	// tokens kept): the predecessors an exclusive grant of the next token
-	// would have (RequestStateWithNext).
+	// tokens kept, in steps of ?4): the predecessors an exclusive grant of
+	// the next token would have (RequestStateWithNext).
 	qNextPredecessors = perDialect("NextPredecessors", func(d dialect) string {
-		return `SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + ` WHERE ` + nextPredecessors + `
-			ORDER BY ended_at, token LIMIT ?3`
+		return endedAfter(d, lastTokenRead, nextKept)
 	})
 )
+
+// inEndOrder is the condition of grants_ended_by_lock_order (migration
+// 00014): a row ended after a token other than its own. Most end while
+// their token is the lock's last (every exclusive lease, and a reader
+// alone), and the index by lock and token holds those in end order
+// already; an end writes an entry here only for a reader that outlived
+// the grant of a later token, or a lapse found during a hand-over. A read
+// of the index states the condition, without which neither database
+// takes a partial index.
+const inEndOrder = `ended_after_token <> token`
+
+// endedAfter reads the lock's (?1) ends while after was its last token,
+// kept (a condition on token), in end order, at most ?3: the older tokens'
+// through the index in end order, after's own through its token, at most
+// one row. Each arm is limited, so that the union sorts at most ?3 + 1
+// rows.
+func endedAfter(d dialect, after, kept string) string {
+	return `SELECT token, client, mode, ended_at, ended FROM (
+			SELECT * FROM (SELECT token, client, mode, ended_at, ended FROM ` + endedByLockOrder(d) + `
+				WHERE lock = ?1 AND ended_after_token = ` + after + ` AND token < ` + after + ` AND ` + inEndOrder + `
+				AND ` + kept + ` ORDER BY ended_at, token LIMIT ?3) o
+			UNION ALL
+			SELECT token, client, mode, ended_at, ended FROM grants_ended ` + d.indexedBy("grants_ended_by_lock") + `
+				WHERE lock = ?1 AND token = ` + after + ` AND ended_after_token = token AND ` + kept + `) u
+		ORDER BY ended_at, token LIMIT ?3`
+}
 
 // nextPredecessorsRead is NextPredecessors' read for lock (keep tokens
 // kept, at most limit), into next.
@@ -67,13 +94,12 @@ func nextPredecessorsArgs(lock string, keep int64, limit int) []any {
 	return []any{lock, keep, limit, historyPruneStep(keep)}
 }
 
-// nextPredecessors selects NextPredecessors' rows: above the bound that
-// the next token's grant prunes to, historyPruneBound written out in SQL
-// (integer division, which truncates in both databases, as in Go).
+// nextKept keeps NextPredecessors' rows above the bound that the next
+// token's grant prunes to, historyPruneBound written out in SQL (integer
+// division, which truncates in both databases, as in Go).
 const (
-	lastTokenRead    = `(SELECT last_token FROM locks WHERE name = ?1)`
-	nextPredecessors = `lock = ?1 AND ended_after_token = ` + lastTokenRead + ` AND token <= ` + lastTokenRead + `
-		AND token > CASE WHEN ` + lastTokenRead + ` + 1 <= CAST(?2 AS BIGINT) THEN 0
+	lastTokenRead = `(SELECT last_token FROM locks WHERE name = ?1)`
+	nextKept      = `token > CASE WHEN ` + lastTokenRead + ` + 1 <= CAST(?2 AS BIGINT) THEN 0
 			ELSE (` + lastTokenRead + ` + 1 - CAST(?2 AS BIGINT)) / CAST(?4 AS BIGINT) * CAST(?4 AS BIGINT) END`
 )
 
@@ -147,9 +173,24 @@ func collectPredecessors(out *[]lk.Predecessor) func(scan func(...any) error) er
 // estimate can take. Rows ended before migration 00005 have no
 // ended_after_token and no place in that order; PostgreSQL would sort them
 // first.
+//
+// The ends after another token than their own come from the index in end
+// order (o), those after their own from the index by token (t). The last
+// ?2 of o end after tokens down to m; an end of t after a token below m
+// cannot be among the last ?2, and t's walk from the lock's last token
+// down to m passes at most ?2 rows of o (those after tokens above m are
+// all among o's ?2). When o holds fewer than ?2, t's walk passes fewer
+// than ?2 of them, and rows of t are read until there are ?2.
 var qGrantHoldTimes = perDialect("GrantHoldTimes", func(d dialect) string {
-	return `SELECT mode, ended_at - granted_at FROM ` + endedByLockOrder(d) + `
-		WHERE lock = ? AND ended_after_token IS NOT NULL ORDER BY ended_after_token DESC, ended_at DESC LIMIT ?`
+	return `WITH o AS (SELECT mode, ended_at - granted_at AS held, ended_after_token AS after, ended_at
+			FROM ` + endedByLockOrder(d) + ` WHERE lock = ?1 AND ended_after_token IS NOT NULL AND ` + inEndOrder + `
+			ORDER BY ended_after_token DESC, ended_at DESC LIMIT ?2),
+		m AS (SELECT CASE WHEN count(*) < ?2 THEN 0 ELSE min(after) END AS after FROM o),
+		t AS (SELECT mode, ended_at - granted_at AS held, ended_after_token AS after, ended_at
+			FROM grants_ended ` + d.indexedBy("grants_ended_by_lock") + `
+			WHERE lock = ?1 AND token >= (SELECT after FROM m) AND ended_after_token = token
+			ORDER BY token DESC LIMIT ?2)
+		SELECT mode, held FROM (SELECT * FROM o UNION ALL SELECT * FROM t) u ORDER BY after DESC, ended_at DESC LIMIT ?2`
 })
 
 // HoldTime is how long one ended lease was held.

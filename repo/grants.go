@@ -7,9 +7,11 @@ package repo
 //   - leases: a live grant's history row is its lease's row. A grant writes
 //     no other row, and a renew none at all.
 //   - grants_ended: the grants that ended, appended in sequence (seq), with
-//     the indexes the readers range over: by lock and token, by lock in end
-//     order, and by client. An end writes the table's last page and an
-//     entry in each index; nothing moves afterwards.
+//     the indexes the readers range over: by lock and token, by client,
+//     and by lock in end order, which holds only the ends after a token
+//     other than their own (explain.go). An end writes the table's last
+//     page and an entry in each index it belongs to; nothing moves
+//     afterwards.
 //
 // Every read here reads both (history.go for the pages of the API,
 // explain.go for the answers that say why), and the view grants puts them
