@@ -15,10 +15,13 @@ import (
 
 // The reads below that read both places of the history (repo/grants.go)
 // do so in one statement, each place through an index, combined by max()
-// or EXISTS, never by an ordered union: SQLite sorted such a union's arms
+// or EXISTS, not by an ordered union: SQLite sorted such a union's arms
 // again (it cannot tell that a subquery keeps its index's order), at about
 // four times the cost. The ones that read grants_ended alone take its
-// index's order as it comes.
+// index's order as it comes, but for two (endedAfter, GrantHoldTimes),
+// unions of two of its indexes whose arms are each limited to the rows
+// the read returns, a sort of a few rows. Their arms rely on a lock's
+// tokens being its own: one ended row per token.
 var (
 	// The last grant before token that is not a reader of token's
 	// hand-over: one granted before at, an exclusive one, or one that had
@@ -61,8 +64,9 @@ var (
 // their token is the lock's last (every exclusive lease, and a reader
 // alone), and the index by lock and token holds those in end order
 // already; an end writes an entry here only for a reader that outlived
-// the grant of a later token, or a lapse found during a hand-over. A read
-// of the index states the condition, without which neither database
+// the grant of a later token, or a waiter's grant found lapsed during a
+// hand-over that granted a later token before its expiry. A read of the
+// index states the condition, without which neither database
 // takes a partial index.
 const inEndOrder = `ended_after_token <> token`
 
