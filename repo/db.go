@@ -254,9 +254,27 @@ func escapePath(p string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
 }
 
+// ErrNewerSchema is Open's refusal of a database that a newer version of
+// leasekeeper migrated past the migrations this one embeds.
+var ErrNewerSchema = errors.New("the database was migrated by a newer leasekeeper")
+
+// migrate applies the embedded migrations the database lacks, and refuses
+// one that is past them: its tables and indexes are a newer version's,
+// which this version's statements may not fit (migration 00014 made an
+// index partial, which an older binary's INDEXED BY cannot use on SQLite:
+// it served every explained grant with an internal error). goose itself
+// ignores versions it does not know.
 func migrate(ctx context.Context, p *goose.Provider) error {
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrations: %w", err)
+	}
+	current, known, err := p.GetVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if current > known {
+		return fmt.Errorf("%w: it is at migration %d, and this version knows migrations up to %d; "+
+			"run the version that migrated it, or a newer one, or restore a backup taken before (docs/deployment.md, \"Upgrades\")", ErrNewerSchema, current, known)
 	}
 	return nil
 }
