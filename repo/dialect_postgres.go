@@ -51,14 +51,14 @@ func (postgresDialect) serviceCounters() string {
 // lockGrant: one statement, a round trip less than two: the counter, the
 // lease (its grant's row in the history while it lives), and the pruning
 // of the lock's history that the new token allows (repo/grants.go; ?7 is
-// the distance from the token to historyPruneBound).
+// historyPruneBound, 0 while nothing is pruned).
 func (postgresDialect) lockGrant(newLock bool) string {
 	counter := `UPDATE locks SET last_token = last_token + 1 WHERE name = ?1`
 	if newLock {
 		counter = `INSERT INTO locks (name, last_token) VALUES (?1, ?4)`
 	}
 	return `WITH counter AS (` + counter + `),
-			pruned AS (DELETE FROM grants_ended WHERE lock = ?1 AND token <= ?4 - CAST(?7 AS BIGINT))
+			pruned AS (DELETE FROM grants_ended WHERE lock = ?1 AND token <= CAST(?7 AS BIGINT))
 			INSERT INTO leases (lock, client, mode, token, granted_at, expires_at)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
 }

@@ -10,18 +10,15 @@ package repo
 // rollback), l becomes a lease (which is
 // its grant's row in the history while it lives), and the history drops
 // the lock's ended rows that the new token pushes out of the keep last
-// tokens, a step at a time (historyPruneBound). Where the dialect can (PostgreSQL), the writes go as
-// one statement, round trips less.
+// tokens, a step at a time (historyPruneBound). Where the dialect can
+// (PostgreSQL), the writes go as one statement, round trips less.
 func LockGrant(tx *Tx, l LeaseRow, newLock bool, keep int64) error {
 	grant := qLockGrantTakeToken
 	if newLock {
 		grant = qLockGrantNewLock
 	}
 	if tx.has(grant) {
-		// The statement deletes up to ?4 - ?7: the bound's distance from
-		// the token (the token itself, deleting nothing, before the first).
-		kept := l.Token - historyPruneBound(l.Token, keep)
-		err := tx.write(grant, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt, kept)
+		err := tx.write(grant, l.Lock, l.Client, l.Mode, l.Token, l.GrantedAt, l.ExpiresAt, historyPruneBound(l.Token, keep))
 		return err
 	}
 	tx.d.ends.issued(l.Lock, l.Token, 1)
