@@ -15,6 +15,16 @@ import (
 	"github.com/leasekeeper/leasekeeper/migrations"
 )
 
+// reopenable are a database of each dialect that a test can open more than
+// once: a SQLite file, and a new PostgreSQL schema.
+var reopenable = []struct {
+	name string
+	dsn  func(testing.TB) string
+}{
+	{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "lk.db") }},
+	{"postgres", pgtest.DSN},
+}
+
 // onEachDatabase runs fn as a subtest on a fresh database of each dialect:
 // SQLite in memory, and a new PostgreSQL schema.
 func onEachDatabase(t *testing.T, fn func(t *testing.T, name string, d *DB)) {
@@ -42,13 +52,7 @@ func onEachDatabase(t *testing.T, fn func(t *testing.T, name string, d *DB)) {
 // mark is gone. Without the check, goose skips the unknown version and
 // Open serves a schema its statements may not fit.
 func TestOpenRefusesNewerSchema(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		dsn  func(testing.TB) string
-	}{
-		{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "newer.db") }},
-		{"postgres", pgtest.DSN},
-	} {
+	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			dsn := c.dsn(t)

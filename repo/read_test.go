@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	lk "github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
 
 // TestReadApartFromWriter: Read answers from the last commit while a write
@@ -19,13 +18,7 @@ import (
 // now are left out; pages go on where the last one ended.
 func TestReadApartFromWriter(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []struct {
-		name string
-		dsn  func(testing.TB) string
-	}{
-		{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "read.db") }},
-		{"postgres", pgtest.DSN},
-	} {
+	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
 			d, err := Open(ctx, c.dsn(t), Options{})
 			if err != nil {
