@@ -4,7 +4,8 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/leasekeeper/leasekeeper/internal/jsonenc"
 )
 
 // The lines of a transaction are encoded by the committer, the one
@@ -68,56 +69,6 @@ func appendLine(b []byte, t time.Time, msg string, attrs []slog.Attr, group int6
 	return append(b, "}\n"...), true
 }
 
-// appendString appends s as a JSON string, escaped as slog's JSON handler
-// escapes the strings it writes itself (keys, the message, string values):
-// as encoding/json with HTML escaping off, but for \b and \f, which it
-// writes as \u0008 and \u000c where encoding/json, since Go 1.22, writes
-// \b and \f. Invalid UTF-8 becomes \ufffd, byte by byte; U+2028 and U+2029,
-// which end a line in JavaScript, are escaped; <, > and & are left be.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= ' ' && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, `\n`...)
-			case '\r':
-				b = append(b, `\r`...)
-			case '\t':
-				b = append(b, `\t`...)
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-const hexDigits = "0123456789abcdef"
+// appendString appends s as slog's JSON handler writes the strings it
+// writes itself.
+func appendString(b []byte, s string) []byte { return jsonenc.SlogString(b, s) }
