@@ -147,6 +147,9 @@ func refuse(w http.ResponseWriter, e *lk.Error) {
 // read by programs, and "token must be an integer >= 1" should say ">=",
 // not "\u003e=".
 func encode(v any) ([]byte, error) {
+	if b, ok := appendAnswer(make([]byte, 0, 256), v); ok {
+		return b, nil
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -301,17 +304,19 @@ func body(w http.ResponseWriter, r *http.Request) (*fields, *lk.Error) {
 		}
 		return nil, lk.Errorf(lk.CodeInvalidArguments, "reading the body: "+err.Error())
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, lk.Errorf(lk.CodeInvalidArguments, "the body must be a JSON object: "+err.Error())
-	}
-	if m == nil {
-		return nil, lk.Errorf(lk.CodeInvalidArguments, "the body must be a JSON object, got null")
-	}
-	if dec.More() {
-		return nil, lk.Errorf(lk.CodeInvalidArguments, "unexpected data after the JSON object")
+	m, ok := flatObject(raw)
+	if !ok {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
+			return nil, lk.Errorf(lk.CodeInvalidArguments, "the body must be a JSON object: "+err.Error())
+		}
+		if m == nil {
+			return nil, lk.Errorf(lk.CodeInvalidArguments, "the body must be a JSON object, got null")
+		}
+		if dec.More() {
+			return nil, lk.Errorf(lk.CodeInvalidArguments, "unexpected data after the JSON object")
+		}
 	}
 	return &fields{badText: badTextFields(raw), get: func(k string) (any, bool) { v, ok := m[k]; return v, ok }}, nil
 }
