@@ -37,6 +37,8 @@ func TestEncodeAsEncodingJSON(t *testing.T) {
 		lk.AcquireResult{Outcome: lk.Granted, Token: 3, GrantedAt: 0, ExpiresAt: 30},
 		lk.AcquireResult{Outcome: lk.Granted, Token: 9, GrantedAt: 100, ExpiresAt: 130, Predecessors: []lk.Predecessor{
 			{Client: &odd, Token: 8, Mode: lk.Exclusive, Ended: lk.EndLapsed, EndedAt: 100}, {Token: 7, Mode: lk.Shared, Ended: lk.EndReleased, EndedAt: 90}}},
+		lk.AcquireResult{Outcome: lk.Granted, Token: 5, GrantedAt: 50, ExpiresAt: 80, Predecessors: []lk.Predecessor{}},
+		lk.AcquireResult{Outcome: lk.Granted, Token: 6, Victims: []string{}, Aborts: []lk.Abort{{Age: 1}}},
 		lk.AcquireResult{Outcome: lk.Queued, Position: 2, EstimatedWait: &wait, Reason: lk.ReasonServerStopping},
 		lk.AcquireResult{Outcome: lk.Granted, Token: 4, ExpiresAt: 40, Victims: []string{odd},
 			Aborts: []lk.Abort{{Victim: &odd, Age: 5, Cycle: []lk.CycleMember{{Client: &odd, Age: 5, WaitsFor: "L"}}}}},
@@ -62,7 +64,8 @@ func FuzzAnswersJSON(f *testing.F) {
 			c = &client
 		}
 		for n := range 3 {
-			r := lk.AcquireResult{Outcome: lk.Granted, Token: token, GrantedAt: at, ExpiresAt: at ^ token}
+			r := lk.AcquireResult{Outcome: lk.Granted, Token: token, GrantedAt: at, ExpiresAt: at ^ token,
+				Predecessors: []lk.Predecessor{}} // empty, not nil: left out all the same
 			for i := range n {
 				r.Predecessors = append(r.Predecessors, lk.Predecessor{Client: c, Token: token - int64(i),
 					Mode: lk.Mode(mode), Ended: lk.Ending(ended), EndedAt: at + int64(i)})
