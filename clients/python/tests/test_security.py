@@ -109,11 +109,24 @@ def test_tls(make_server: ServerFactory, tmp_path: pathlib.Path, answers: Answer
     with pytest.raises(ValueError):
         Client("http://127.0.0.1:7070", ca_file=pki["ca"])
     assert Client("http://127.0.0.1:7070").server == "http://127.0.0.1:7070"
-    # Plain HTTP to a TLS server: an answer, but not the API's.
-    with pytest.raises(leasekeeper.Error) as e:
-        Client("http://" + s.addr, timeout=5).acquire("exports/daily", client="etl-c", ttl=30)
-    assert (e.value.code, e.value.status) == ("", 400)
-    assert "HTTPS" in e.value.message
+    # Plain HTTP to a TLS server: an answer, but not the API's. Go's server
+    # writes it and closes the connection with the rest of the request
+    # unread, so the kernel may reset the connection before the client has
+    # read the answer (an unknown outcome, under load): a few tries, one of
+    # which must read it.
+    plain = Client("http://" + s.addr, timeout=5)
+    for _ in range(5):
+        try:
+            plain.acquire("exports/daily", client="etl-c", ttl=30)
+        except leasekeeper.UnknownOutcome:
+            continue
+        except leasekeeper.Error as e:
+            assert (e.code, e.status) == ("", 400)
+            assert "HTTPS" in e.message
+            break
+        pytest.fail("plain HTTP to a TLS server was answered as the API")
+    else:
+        pytest.fail("no try read the TLS server's answer to plain HTTP")
 
 
 def test_tls_with_auth_watch(make_server: ServerFactory, tmp_path: pathlib.Path, pki: Dict[str, str]) -> None:
