@@ -11,18 +11,49 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/migrations"
 )
 
-// reopenable are a database of each dialect that a test can open more than
-// once: a SQLite file, and a new PostgreSQL schema.
-var reopenable = []struct {
-	name string
-	dsn  func(testing.TB) string
-}{
-	{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "lk.db") }},
-	{"postgres", pgtest.DSN},
+// reopenableDB is a database of one dialect that a test can open more
+// than once, through Open or apart from it: a SQLite file, or a new
+// PostgreSQL schema, with its database/sql driver and its dialect, goose's
+// and ours.
+type reopenableDB struct {
+	name, driver string
+	goose        goose.Dialect
+	dialect      dialect
+	path         func(testing.TB) string
+}
+
+var reopenable = []reopenableDB{
+	{"sqlite", "sqlite", goose.DialectSQLite3, sqliteDialect{}, func(t testing.TB) string { return filepath.Join(t.TempDir(), "lk.db") }},
+	{"postgres", "pgx", goose.DialectPostgres, postgresDialect{}, pgtest.DSN},
+}
+
+// at returns a new database of c's dialect, migrated up to version, open,
+// and goose's provider to move it further up or down.
+func (c reopenableDB) at(t *testing.T, version int64) (path string, db *sql.DB, p *goose.Provider) {
+	t.Helper()
+	path = c.path(t)
+	fsys := migrations.SQLite()
+	if c.driver == "pgx" {
+		fsys = migrations.Postgres()
+	}
+	db, err := sql.Open(c.driver, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if p, err = goose.NewProvider(c.goose, db, fsys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	return path, db, p
 }
 
 // onEachDatabase runs fn as a subtest on a fresh database of each dialect:
@@ -55,7 +86,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			dsn := c.dsn(t)
+			dsn := c.path(t)
 			d, err := Open(ctx, dsn, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -75,7 +106,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 			}
 			// Nothing was changed: the mark is still there, and without it
 			// the database opens.
-			raw, err := sql.Open(map[string]string{"sqlite": "sqlite", "postgres": "pgx"}[c.name], dsn)
+			raw, err := sql.Open(c.driver, dsn)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,12 +11,9 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
 
 type rvRow struct {
@@ -112,16 +109,9 @@ func rvPred(r rvRow) rvItem {
 // ties of the order's key, which may come in any order. Each arm of each
 // read failed it when left out.
 func TestEndOrderReadsMatchModel(t *testing.T) {
-	for _, c := range []struct {
-		name, driver string
-		d            dialect
-		dsn          func(t *testing.T) string
-	}{
-		{"sqlite", "sqlite", sqliteDialect{}, func(t *testing.T) string { return filepath.Join(t.TempDir(), "rv.db") }},
-		{"postgres", "pgx", postgresDialect{}, func(t *testing.T) string { return pgtest.DSN(t) }},
-	} {
+	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
-			dsn := c.dsn(t)
+			dsn := c.path(t)
 			d0, err := Open(context.Background(), dsn, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -135,7 +125,7 @@ func TestEndOrderReadsMatchModel(t *testing.T) {
 			db.SetMaxOpenConns(1)
 			reads := 0
 			for seed := uint64(1); seed <= rvSeeds; seed++ {
-				reads += rvTrial(t, db, c.d, seed)
+				reads += rvTrial(t, db, c.dialect, seed)
 				if t.Failed() {
 					break
 				}

@@ -2,18 +2,14 @@ package repo
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
-	"github.com/pressly/goose/v3"
 
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
-	"github.com/leasekeeper/leasekeeper/migrations"
 )
 
 // TestGrantsMigrationBackfills: migration 00003 gives every lease live at
@@ -21,31 +17,9 @@ import (
 // on a shared database agree on the history of the leases they find.
 func TestGrantsMigrationBackfills(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []struct {
-		name, driver string
-		dialect      goose.Dialect
-		fsys         func() (path string)
-	}{
-		{"sqlite", "sqlite", goose.DialectSQLite3, func() string { return filepath.Join(t.TempDir(), "old.db") }},
-		{"postgres", "pgx", goose.DialectPostgres, func() string { return pgtest.DSN(t) }},
-	} {
+	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
-			path := c.fsys()
-			fsys := migrations.SQLite()
-			if c.driver == "pgx" {
-				fsys = migrations.Postgres()
-			}
-			old, err := sql.Open(c.driver, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := goose.NewProvider(c.dialect, old, fsys)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := p.UpTo(ctx, 2); err != nil {
-				t.Fatal(err)
-			}
+			path, old, _ := c.at(t, 2)
 			for _, q := range []string{
 				`INSERT INTO locks (name, last_token) VALUES ('L', 7), ('M', 2)`,
 				`INSERT INTO leases (lock, client, mode, token, granted_at, expires_at) VALUES
@@ -89,41 +63,6 @@ func grantLinesOf(gs []lk.GrantRecord) string {
 	return b.String()
 }
 
-// migrationCase is a database of one dialect for a test of a migration.
-type migrationCase struct {
-	name, driver string
-	dialect      goose.Dialect
-	path         func(t *testing.T) string
-}
-
-var migrationCases = []migrationCase{
-	{"sqlite", "sqlite", goose.DialectSQLite3, func(t *testing.T) string { return filepath.Join(t.TempDir(), "old.db") }},
-	{"postgres", "pgx", goose.DialectPostgres, func(t *testing.T) string { return pgtest.DSN(t) }},
-}
-
-// at returns a new database of c's dialect, migrated up to version, open,
-// and goose's provider to move it further up or down.
-func (c migrationCase) at(t *testing.T, version int64) (path string, db *sql.DB, p *goose.Provider) {
-	t.Helper()
-	path = c.path(t)
-	fsys := migrations.SQLite()
-	if c.driver == "pgx" {
-		fsys = migrations.Postgres()
-	}
-	db, err := sql.Open(c.driver, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if p, err = goose.NewProvider(c.dialect, db, fsys); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(context.Background(), version); err != nil {
-		t.Fatal(err)
-	}
-	return path, db, p
-}
-
 // TestGrantsRecentMigration: migration 00010 keeps the history a reader
 // sees. The live grants' rows of the old table give way to their leases,
 // which stand for them; the ended ones stay in grants_archive (and with
@@ -131,7 +70,7 @@ func (c migrationCase) at(t *testing.T, version int64) (path string, db *sql.DB,
 // Down, the live rows come back.
 func TestGrantsRecentMigration(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range migrationCases {
+	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
 			path, old, p := c.at(t, 9)
 			for _, q := range []string{
@@ -187,7 +126,7 @@ func TestGrantsRecentMigration(t *testing.T) {
 // grants_archive is back, empty.
 func TestGrantsEndedMigration(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range migrationCases {
+	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
 			path, old, p := c.at(t, 10)
 			const cols = `(lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)`
@@ -254,7 +193,7 @@ func TestGrantsEndedMigration(t *testing.T) {
 // read that let them in would average the oldest holds.
 func TestHoldTimesSkipRowsBeforeEndOrder(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range migrationCases {
+	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
 			path, db, _ := c.at(t, 11)
 			const cols = `(lock, token, client, mode, granted_at, expires_at, ended_at, ended, ended_after_token)`
@@ -306,7 +245,7 @@ func readTx(t *testing.T, path string) (tx *Tx, done func()) {
 func TestGrantsPruneEndedBefore(t *testing.T) {
 	ctx := context.Background()
 	const batch = GrantsPruneBatch
-	for _, c := range migrationCases {
+	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
 			path, db, _ := c.at(t, 12)
 			// In the order recorded: batch+44 rows of L that ended at 10, a

@@ -20,7 +20,7 @@ func TestReadApartFromWriter(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range reopenable {
 		t.Run(c.name, func(t *testing.T) {
-			d, err := Open(ctx, c.dsn(t), Options{})
+			d, err := Open(ctx, c.path(t), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
