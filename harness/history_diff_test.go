@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,7 +25,9 @@ import (
 // history (the grants table, read with History) to be the model's: every
 // token with its client, mode, granted_at and last expires_at, and for
 // each lease that ended, how (released, lapsed, aborted) and when (a
-// lapse at its expires_at, however late it was noticed).
+// lapse at its expires_at, however late it was noticed); and each client's
+// history, read in pages, to be the model's grants of that client in the
+// order docs/api.md gives.
 //
 // LEASEKEEPER_DIFF_SEQUENCES and LEASEKEEPER_DIFF_SEED as for
 // TestDifferential (a tenth of its sequences by default).
@@ -112,6 +115,56 @@ func historiesAgree(t *testing.T, ops []any, cfg service.Config, label string) b
 		all, _ := json.Marshal(ops)
 		t.Errorf("%s: the service's grant history:\n%sthe model's:\n%swhole sequence:\n%s", label, got.String(), want.String(), all)
 		return false
+	}
+	return clientHistoriesAgree(t, svc, ts, m.History(), ops, label)
+}
+
+// clientHistoriesAgree requires each client's history, read in pages of
+// three, to be the model's grants of that client, newest first by
+// granted_at, then lock and token.
+func clientHistoriesAgree(t *testing.T, svc *engine.Direct, ts int64, all []model.Grant, ops []any, label string) bool {
+	t.Helper()
+	ctx := context.Background()
+	byClient := map[string][]model.Grant{}
+	for _, g := range all {
+		byClient[g.Client] = append(byClient[g.Client], g)
+	}
+	for client, gs := range byClient {
+		slices.SortFunc(gs, func(a, b model.Grant) int {
+			if c := cmp.Compare(b.GrantedAt, a.GrantedAt); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(b.Lock, a.Lock); c != 0 {
+				return c
+			}
+			return cmp.Compare(b.Token, a.Token)
+		})
+		var want, got strings.Builder
+		for _, g := range gs {
+			fmt.Fprintf(&want, "%s/%d %d\n", g.Lock, g.Token, g.GrantedAt)
+		}
+		before := ""
+		for pages := 0; ; pages++ {
+			if pages > len(gs)+1 {
+				t.Fatalf("%s: history of client %s: more pages than grants", label, client)
+			}
+			res, err := engine.Do(svc, ctx, ts, lk.HistoryRequest{Client: client, Limit: 3, Before: before}, service.History)
+			if err != nil {
+				t.Fatalf("%s: history of client %s: %v", label, client, err)
+			}
+			for _, g := range res.Grants {
+				fmt.Fprintf(&got, "%s/%d %d\n", g.Lock, g.Token, g.GrantedAt)
+			}
+			if res.Next == nil {
+				break
+			}
+			before = *res.Next
+		}
+		if got.String() != want.String() {
+			b, _ := json.Marshal(ops)
+			t.Errorf("%s: client %s's history, in pages of three:\n%sthe model's:\n%swhole sequence:\n%s", label, client, got.String(), want.String(), b)
+			return false
+		}
 	}
 	return true
 }
