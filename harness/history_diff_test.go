@@ -124,41 +124,20 @@ func historiesAgree(t *testing.T, ops []any, cfg service.Config, label string) b
 // granted_at, then lock and token.
 func clientHistoriesAgree(t *testing.T, svc *engine.Direct, ts int64, all []model.Grant, ops []any, label string) bool {
 	t.Helper()
-	ctx := context.Background()
 	byClient := map[string][]model.Grant{}
 	for _, g := range all {
 		byClient[g.Client] = append(byClient[g.Client], g)
 	}
 	for client, gs := range byClient {
 		slices.SortFunc(gs, func(a, b model.Grant) int {
-			if c := cmp.Compare(b.GrantedAt, a.GrantedAt); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(b.Lock, a.Lock); c != 0 {
-				return c
-			}
-			return cmp.Compare(b.Token, a.Token)
+			return cmp.Or(cmp.Compare(b.GrantedAt, a.GrantedAt), cmp.Compare(b.Lock, a.Lock), cmp.Compare(b.Token, a.Token))
 		})
 		var want, got strings.Builder
 		for _, g := range gs {
 			fmt.Fprintf(&want, "%s/%d %d\n", g.Lock, g.Token, g.GrantedAt)
 		}
-		before := ""
-		for pages := 0; ; pages++ {
-			if pages > len(gs)+1 {
-				t.Fatalf("%s: history of client %s: more pages than grants", label, client)
-			}
-			res, err := engine.Do(svc, ctx, ts, lk.HistoryRequest{Client: client, Limit: 3, Before: before}, service.History)
-			if err != nil {
-				t.Fatalf("%s: history of client %s: %v", label, client, err)
-			}
-			for _, g := range res.Grants {
-				fmt.Fprintf(&got, "%s/%d %d\n", g.Lock, g.Token, g.GrantedAt)
-			}
-			if res.Next == nil {
-				break
-			}
-			before = *res.Next
+		for _, g := range testutil.HistoryPages(t, svc, ts, lk.HistoryRequest{Client: client}, 3, nil) {
+			fmt.Fprintf(&got, "%s/%d %d\n", g.Lock, g.Token, g.GrantedAt)
 		}
 		if got.String() != want.String() {
 			b, _ := json.Marshal(ops)

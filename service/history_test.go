@@ -11,6 +11,7 @@ import (
 	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
+	"github.com/leasekeeper/leasekeeper/internal/testutil"
 	"github.com/leasekeeper/leasekeeper/repo"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -84,39 +85,19 @@ func (d historyDriver) ok(what string, _ any, err error) {
 // limit, and checks that the read apart (where there is one) agrees.
 func (d historyDriver) history(ts int64, req lk.HistoryRequest, limit int, readApart bool) string {
 	d.t.Helper()
-	ctx := context.Background()
-	var all []lk.GrantRecord
-	req.Limit = limit
-	for pages := 0; ; pages++ {
-		if pages > 100 {
-			d.t.Fatal("history pages never end")
-		}
-		res, err := engine.Do(d.svc, ctx, ts, req, service.History)
-		if err != nil {
-			d.t.Fatalf("history %+v: %v", req, err)
-		}
-		if readApart {
-			apart, err := engine.Apart(d.svc, ctx, ts, req, service.History)
+	var apart func(lk.HistoryRequest, lk.HistoryResult)
+	if readApart {
+		apart = func(req lk.HistoryRequest, res lk.HistoryResult) {
+			got, err := engine.Apart(d.svc, context.Background(), ts, req, service.History)
 			if err != nil {
 				d.t.Fatalf("read history apart %+v: %v", req, err)
 			}
-			if got, want := grantLines(apart.Grants), grantLines(res.Grants); got != want {
+			if got, want := grantLines(got.Grants), grantLines(res.Grants); got != want {
 				d.t.Errorf("history read apart:\n%swant, as in a transaction:\n%s", got, want)
 			}
 		}
-		if len(res.Grants) > limit {
-			d.t.Fatalf("a page of limit %d has %d grants", limit, len(res.Grants))
-		}
-		all = append(all, res.Grants...)
-		if res.Next == nil {
-			break
-		}
-		if len(res.Grants) != limit {
-			d.t.Fatalf("a page with a next has %d grants, limit %d", len(res.Grants), limit)
-		}
-		req.Before = *res.Next
 	}
-	return grantLines(all)
+	return grantLines(testutil.HistoryPages(d.t, d.svc, ts, req, limit, apart))
 }
 
 // TestHistoryEndings: every way a lease ends gets its row, written in the

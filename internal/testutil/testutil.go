@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	lk "github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/harness"
 	"github.com/leasekeeper/leasekeeper/internal/engine"
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
@@ -160,5 +161,41 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 			t.Fatalf("after %v: %s", limit, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// HistoryPages reads every page of the history req asks for, limit grants
+// a page, at instant ts, and returns their grants in order. It fails t
+// when a page holds more than limit grants, or fewer while it names a next
+// one, or when the pages never end. Each page and the request that read it
+// go to page, where not nil.
+func HistoryPages(t testing.TB, svc *engine.Direct, ts int64, req lk.HistoryRequest, limit int,
+	page func(req lk.HistoryRequest, res lk.HistoryResult)) []lk.GrantRecord {
+	t.Helper()
+	ctx := context.Background()
+	var all []lk.GrantRecord
+	req.Limit = limit
+	for pages := 0; ; pages++ {
+		if pages > 100 {
+			t.Fatal("history pages never end")
+		}
+		res, err := engine.Do(svc, ctx, ts, req, service.History)
+		if err != nil {
+			t.Fatalf("history %+v: %v", req, err)
+		}
+		if page != nil {
+			page(req, res)
+		}
+		if len(res.Grants) > limit {
+			t.Fatalf("a page of limit %d has %d grants", limit, len(res.Grants))
+		}
+		all = append(all, res.Grants...)
+		if res.Next == nil {
+			return all
+		}
+		if len(res.Grants) != limit {
+			t.Fatalf("a page with a next has %d grants, limit %d", len(res.Grants), limit)
+		}
+		req.Before = *res.Next
 	}
 }
