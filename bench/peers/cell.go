@@ -78,13 +78,21 @@ type counted interface {
 }
 
 // engineCounts are leasekeeper's committer counters, summed over a fleet's
-// servers: round trips to PostgreSQL (0 on SQLite), operations and groups.
+// servers: round trips to PostgreSQL (0 on SQLite), operations and groups,
+// and the seconds its group commits took, their operations and their sync
+// (leasekeeper_commit_duration_seconds' sum).
 type engineCounts struct {
-	roundTrips, operations, groups float64
+	roundTrips, operations, groups, commitSeconds float64
 }
 
 func (c engineCounts) minus(o engineCounts) engineCounts {
-	return engineCounts{c.roundTrips - o.roundTrips, c.operations - o.operations, c.groups - o.groups}
+	return engineCounts{c.roundTrips - o.roundTrips, c.operations - o.operations, c.groups - o.groups, c.commitSeconds - o.commitSeconds}
+}
+
+// cpuTimed is an instance that knows the CPU time its server processes
+// have used so far: leasekeeper's servers, etcd; not PostgreSQL's own.
+type cpuTimed interface {
+	serverCPU() (time.Duration, bool)
 }
 
 // cellResult is one system's measurement of one row in one round.
@@ -102,6 +110,9 @@ type cellResult struct {
 	// to other machines (shares); -1 when unknown.
 	busy, stolen float64
 	counts       *engineCounts // the servers' work in the measured part; nil where not counted
+	// serverCPU is the CPU time, user and system, the system's server
+	// processes used in the measured part; -1 when unknown.
+	serverCPU time.Duration
 }
 
 func (r *cellResult) rate() float64 {
@@ -118,6 +129,23 @@ func (r *cellResult) opsPerGroup() float64 {
 		return -1
 	}
 	return r.counts.operations / r.counts.groups
+}
+
+// cpuPerPair is the servers' CPU time per pair of the measured part, in
+// µs; committerPerOp the committer's time per operation, in µs, from
+// leasekeeper's /metrics. Both are -1 where unknown.
+func (r *cellResult) cpuPerPair() float64 {
+	if r.serverCPU < 0 || r.pairs <= 0 {
+		return -1
+	}
+	return float64(r.serverCPU) / float64(time.Microsecond) / float64(r.pairs)
+}
+
+func (r *cellResult) committerPerOp() float64 {
+	if r.counts == nil || r.counts.operations <= 0 || r.counts.commitSeconds <= 0 {
+		return -1
+	}
+	return r.counts.commitSeconds * 1e6 / r.counts.operations
 }
 
 func (r *cellResult) roundTripsPerOp() float64 {
@@ -147,7 +175,7 @@ func nearestRank(sorted []time.Duration, p float64) time.Duration {
 // before then runs to its end, and is counted, as is the time it takes.
 // Every hold of the cell goes to the safety check.
 func runCell(ctx context.Context, inst instance, l load, warmup, duration time.Duration, seed uint64) (*cellResult, error) {
-	res := &cellResult{load1: loadAverage()[0]}
+	res := &cellResult{load1: loadAverage()[0], serverCPU: -1}
 	workers := make([]worker, 0, l.clients)
 	defer func() {
 		for _, w := range workers {
@@ -226,9 +254,19 @@ func runCell(ctx context.Context, inst instance, l load, warmup, duration time.D
 			countable = false
 		}
 	}
+	timed, cpuTimed := inst.(cpuTimed)
+	var serverBefore time.Duration
+	if cpuTimed {
+		serverBefore, cpuTimed = timed.serverCPU()
+	}
 	cpuBefore := readCPU()
 	phase(duration, true)
 	res.busy, res.stolen = shares(cpuBefore, readCPU())
+	if cpuTimed {
+		if after, ok := timed.serverCPU(); ok && after >= serverBefore {
+			res.serverCPU = after - serverBefore
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -152,6 +152,8 @@ func (e *etcdServer) ready(ctx context.Context) error {
 
 func (e *etcdServer) stop() error { return e.proc.stop() }
 
+func (e *etcdServer) serverCPU() (time.Duration, bool) { return e.proc.cpu() }
+
 // worker i is a client of its own (one gRPC connection, as a separate
 // process would have) with a session of its own, which its mutexes hold
 // their keys under.

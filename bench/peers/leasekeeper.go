@@ -137,8 +137,23 @@ func (f *lkFleet) counts(ctx context.Context) (engineCounts, error) {
 		sum.roundTrips += c.roundTrips
 		sum.operations += c.operations
 		sum.groups += c.groups
+		sum.commitSeconds += c.commitSeconds
 	}
 	return sum, nil
+}
+
+// serverCPU is the CPU time of the fleet's servers, added up; PostgreSQL's
+// own processes are not among them.
+func (f *lkFleet) serverCPU() (time.Duration, bool) {
+	var sum time.Duration
+	for _, p := range f.servers {
+		t, ok := p.cpu()
+		if !ok {
+			return 0, false
+		}
+		sum += t
+	}
+	return sum, true
 }
 
 // parseCounts picks the committer's counters out of a Prometheus text
@@ -158,6 +173,8 @@ func parseCounts(body []byte) engineCounts {
 			into = &c.operations
 		case "leasekeeper_groups_total":
 			into = &c.groups
+		case "leasekeeper_commit_duration_seconds_sum":
+			into = &c.commitSeconds
 		default:
 			continue
 		}

@@ -112,9 +112,13 @@ leasekeeper_groups_total_seconds 99
 leasekeeper_operations_total 24296
 leasekeeper_round_trips_total 3.093e+03
 leasekeeper_round_trips_other{x="1"} 7
+# TYPE leasekeeper_commit_duration_seconds histogram
+leasekeeper_commit_duration_seconds_bucket{le="0.0001"} 12
+leasekeeper_commit_duration_seconds_sum 3.25
+leasekeeper_commit_duration_seconds_count 1528
 `
 	got := parseCounts([]byte(body))
-	want := engineCounts{roundTrips: 3093, operations: 24296, groups: 1528}
+	want := engineCounts{roundTrips: 3093, operations: 24296, groups: 1528, commitSeconds: 3.25}
 	if got != want {
 		t.Errorf("parseCounts = %+v, want %+v", got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // cpuTicks is the machine's CPU time so far, from the first line of
@@ -68,4 +69,41 @@ func percent(x float64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(100*x, 'f', 1, 64)
+}
+
+// clockTick is the unit of the CPU times in /proc: USER_HZ, which Linux
+// fixes at 100 for what it shows to programs, whatever the kernel's own
+// tick.
+const clockTick = 10 * time.Millisecond
+
+// processCPU is the CPU time, user and system, that process pid has used
+// so far, from /proc/<pid>/stat (Linux); false when unknown.
+func processCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	return parseProcessCPU(string(b))
+}
+
+// parseProcessCPU reads utime and stime, the 14th and 15th fields of a
+// /proc/<pid>/stat line. The second field, the command's name in
+// parentheses, may itself hold spaces and parentheses, so the fields are
+// counted from the last ")".
+func parseProcessCPU(stat string) (time.Duration, bool) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is the 3rd field (state): utime is f[11], stime f[12].
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64)
+	stime, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * clockTick, true
 }

@@ -73,3 +73,44 @@ func TestRoundByRound(t *testing.T) {
 		}
 	}
 }
+
+// TestParseProcessCPU: utime and stime are the 14th and 15th fields,
+// counted after the command's name, which may hold spaces and ")".
+func TestParseProcessCPU(t *testing.T) {
+	// A real line of a leasekeeper serve, its name made awkward.
+	line := "4242 (lk (x) serve) S 1 4242 4242 0 -1 4194560 21790 0 0 0 1234 567 8 9 20 0 9 0 11802331 1473220608 10301 18446744073709551615 1 1 0 0 0 0 0 0 2143420159 0 0 0 17 1 0 0 0 0 0\n"
+	got, ok := parseProcessCPU(line)
+	if want := (1234 + 567) * 10 * time.Millisecond; !ok || got != want {
+		t.Errorf("parseProcessCPU = %v, %v; want %v, true", got, ok, want)
+	}
+	for _, bad := range []string{"", "4242 serve S 1 2 3", "4242 (serve) S 1 2 3 4 5 6 7 8 9 10", "4242 (serve) S 1 4242 4242 0 -1 4194560 21790 0 0 0 x 567 8 9"} {
+		if got, ok := parseProcessCPU(bad); ok {
+			t.Errorf("parseProcessCPU(%q) = %v, want unknown", bad, got)
+		}
+	}
+}
+
+// TestProcessCPU reads a real process's CPU time: a shell in a busy loop
+// uses some, and more as it runs; once it has exited it is unknown.
+func TestProcessCPU(t *testing.T) {
+	p, err := startProcess("busy loop", t.TempDir()+"/busy.log", "/bin/sh", "-c", "while :; do :; done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	time.Sleep(300 * time.Millisecond)
+	first, ok := p.cpu()
+	if !ok || first <= 0 {
+		t.Fatalf("after 300 ms of a busy loop: %v, %v; want some CPU time", first, ok)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if second, ok := p.cpu(); !ok || second <= first {
+		t.Errorf("300 ms later: %v, %v; want more than %v", second, ok, first)
+	}
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := p.cpu(); ok {
+		t.Errorf("after it exited: %v, true; want unknown", got)
+	}
+}

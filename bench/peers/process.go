@@ -42,6 +42,15 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	return p, nil
 }
 
+// cpu is the CPU time the process has used so far; false once it has
+// exited, or where /proc cannot tell.
+func (p *process) cpu() (time.Duration, bool) {
+	if p.exited() {
+		return 0, false
+	}
+	return processCPU(p.cmd.Process.Pid)
+}
+
 func (p *process) exited() bool {
 	select {
 	case <-p.done:

@@ -94,6 +94,17 @@ func (r *report) write(w io.Writer) {
 		fmt.Fprintln(w, "\nRound trips are the committer's to PostgreSQL, a pipelined batch counted once; 0 on SQLite. \"-\": a build without the counters.")
 	}
 
+	if r.cpuTimed() {
+		fmt.Fprintf(w, "\n| server CPU per pair / committer per operation, µs, %s |", of)
+		r.headings(w)
+		for v := range r.variants {
+			r.row(w, r.variants[v].label, func(l int) string {
+				return micros(r.medianKnown(v, l, (*cellResult).cpuPerPair)) + " / " + micros(r.medianKnown(v, l, (*cellResult).committerPerOp))
+			})
+		}
+		fmt.Fprintln(w, "\nServer CPU is the user and system time of the system's server processes (leasekeeper's servers, added up, or etcd; not PostgreSQL's own) in the measured part, over its pairs; the committer's time is leasekeeper_commit_duration_seconds' sum over the operations, its groups' statements and syncs. \"-\": unknown, or a build without the metric.")
+	}
+
 	holds, errs, violations := r.totals()
 	fmt.Fprintln(w)
 	if len(violations) == 0 {
@@ -109,15 +120,16 @@ func (r *report) write(w io.Writer) {
 	}
 
 	fmt.Fprintln(w, "\nEvery run, in the order run:")
-	fmt.Fprintln(w, "\n| round | row | system | pairs/s | p50 ms | p99 ms | errors | holds checked | load average at its start | operations per group | round trips per operation | CPU busy % | CPU stolen % |")
-	fmt.Fprintln(w, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "\n| round | row | system | pairs/s | p50 ms | p99 ms | errors | holds checked | load average at its start | operations per group | round trips per operation | server CPU µs per pair | committer µs per operation | CPU busy % | CPU stolen % |")
+	fmt.Fprintln(w, "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for round := range r.cfg.rounds {
 		for l, ld := range r.loads {
 			for _, v := range turn(len(r.variants), round) {
 				c := r.results[v][l][round]
-				fmt.Fprintf(w, "| %d | %s | %s | %.0f | %s | %s | %d | %d | %.2f | %s | %s | %s | %s |\n", round+1, ld, r.variants[v].label,
+				fmt.Fprintf(w, "| %d | %s | %s | %.0f | %s | %s | %d | %d | %.2f | %s | %s | %s | %s | %s | %s |\n", round+1, ld, r.variants[v].label,
 					c.rate(), ms(c.percentile(50)), ms(c.percentile(99)), c.errors, c.holds, c.load1,
-					perGroup(c.opsPerGroup()), perOp(c.roundTripsPerOp()), percent(c.busy), percent(c.stolen))
+					perGroup(c.opsPerGroup()), perOp(c.roundTripsPerOp()), micros(c.cpuPerPair()), micros(c.committerPerOp()),
+					percent(c.busy), percent(c.stolen))
 			}
 		}
 	}
@@ -221,6 +233,24 @@ func (r *report) counted() bool {
 	return false
 }
 
+// cpuTimed reports whether any cell knows its servers' CPU time.
+func (r *report) cpuTimed() bool {
+	for c := range r.cells() {
+		if c.serverCPU >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// micros writes µs to the unit, "-" where unknown (negative).
+func micros(x float64) string {
+	if x < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(x, 'f', 0, 64)
+}
+
 // perGroup and perOp write a ratio of the counts, "-" where there were none
 // (negative).
 func perGroup(x float64) string {
@@ -259,6 +289,21 @@ func (r *report) median(v, l int, f func(*cellResult) float64) float64 {
 	var xs []float64
 	for _, c := range r.results[v][l] {
 		xs = append(xs, f(c))
+	}
+	return median(xs)
+}
+
+// medianKnown is median's figure over the cells in which f is known (not
+// negative), -1 in none.
+func (r *report) medianKnown(v, l int, f func(*cellResult) float64) float64 {
+	var xs []float64
+	for _, c := range r.results[v][l] {
+		if x := f(c); x >= 0 {
+			xs = append(xs, x)
+		}
+	}
+	if len(xs) == 0 {
+		return -1
 	}
 	return median(xs)
 }

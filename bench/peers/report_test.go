@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -95,5 +97,65 @@ func TestLoadNames(t *testing.T) {
 		if got := l.String(); got != want {
 			t.Errorf("%#v is %q, want %q", l, got, want)
 		}
+	}
+}
+
+// TestPerPairAndOperation: the servers' CPU over the measured pairs, the
+// committer's seconds over its operations, in µs; unknown as -1, and left
+// out of a median rather than counted as a figure.
+func TestPerPairAndOperation(t *testing.T) {
+	c := &cellResult{pairs: 5000, serverCPU: 900 * time.Millisecond,
+		counts: &engineCounts{operations: 10000, groups: 500, commitSeconds: 0.7}}
+	if got := c.cpuPerPair(); got != 180 {
+		t.Errorf("cpuPerPair = %v, want 180", got)
+	}
+	if got := c.committerPerOp(); got != 70 {
+		t.Errorf("committerPerOp = %v, want 70", got)
+	}
+	old := &cellResult{pairs: 4000, serverCPU: -1, counts: &engineCounts{}}
+	if old.cpuPerPair() != -1 || old.committerPerOp() != -1 {
+		t.Errorf("unknown: %v, %v; want -1, -1", old.cpuPerPair(), old.committerPerOp())
+	}
+	r := &report{results: [][][]*cellResult{{{c, old, &cellResult{pairs: 1000, serverCPU: 300 * time.Millisecond}}}}}
+	if got := r.medianKnown(0, 0, (*cellResult).cpuPerPair); got != 240 { // of 180 and 300
+		t.Errorf("medianKnown = %v, want 240", got)
+	}
+	if got := r.medianKnown(0, 0, (*cellResult).committerPerOp); got != 70 {
+		t.Errorf("medianKnown of one = %v, want 70", got)
+	}
+	if got := micros(-1); got != "-" {
+		t.Errorf("micros(-1) = %q", got)
+	}
+}
+
+// cpuCounting is a system whose every pair costs its server 100 µs of CPU:
+// what runCell reports must be the measured part's, warm-up left out.
+type cpuCounting struct{ used atomic.Int64 }
+
+func (s *cpuCounting) worker(int) (worker, error) { return cpuWorker{s}, nil }
+func (s *cpuCounting) stop() error                { return nil }
+func (s *cpuCounting) serverCPU() (time.Duration, bool) {
+	return time.Duration(s.used.Load()), true
+}
+
+type cpuWorker struct{ s *cpuCounting }
+
+func (w cpuWorker) pair(context.Context, string) (pairTimes, error) {
+	start := time.Now()
+	time.Sleep(time.Millisecond)
+	w.s.used.Add(int64(100 * time.Microsecond))
+	end := time.Now()
+	return pairTimes{start: start, acquired: start, releasing: end, end: end, token: end.UnixNano()}, nil
+}
+func (cpuWorker) close() {}
+
+func TestRunCellServerCPU(t *testing.T) {
+	s := &cpuCounting{}
+	res, err := runCell(context.Background(), s, load{clients: 1}, 30*time.Millisecond, 30*time.Millisecond, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.pairs == 0 || res.cpuPerPair() != 100 {
+		t.Errorf("%d pairs, %v µs of the server's CPU each; want 100: the measured part's alone", res.pairs, res.cpuPerPair())
 	}
 }
