@@ -90,7 +90,8 @@ func (c engineCounts) minus(o engineCounts) engineCounts {
 }
 
 // cpuTimed is an instance that knows the CPU time its server processes
-// have used so far: leasekeeper's servers, etcd; not PostgreSQL's own.
+// have used so far: etcd's, or leasekeeper's servers' and the database's
+// they share.
 type cpuTimed interface {
 	serverCPU() (time.Duration, bool)
 }

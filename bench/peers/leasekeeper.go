@@ -23,6 +23,10 @@ type lkFleet struct {
 	addrs   []string     // host:port of each server
 	drop    func() error // drops the PostgreSQL schema; nil on SQLite
 	spec    pairSpec
+	// database is the CPU time of the database the servers share, where
+	// known: a throwaway PostgreSQL's processes. nil on SQLite, whose
+	// work is the servers' own.
+	database func() (time.Duration, bool)
 }
 
 // startTimeout bounds a server's start: migrations included, on a busy machine.
@@ -142,10 +146,17 @@ func (f *lkFleet) counts(ctx context.Context) (engineCounts, error) {
 	return sum, nil
 }
 
-// serverCPU is the CPU time of the fleet's servers, added up; PostgreSQL's
-// own processes are not among them.
+// serverCPU is the CPU time of the fleet's servers, added up, and of the
+// PostgreSQL they share where it is known; unknown where it is not.
 func (f *lkFleet) serverCPU() (time.Duration, bool) {
 	var sum time.Duration
+	if f.database != nil {
+		t, ok := f.database()
+		if !ok {
+			return 0, false
+		}
+		sum = t
+	}
 	for _, p := range f.servers {
 		t, ok := p.cpu()
 		if !ok {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,4 +107,94 @@ func parseProcessCPU(stat string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(utime+stime) * clockTick, true
+}
+
+// procStat is what a /proc/<pid>/stat line says of a process's CPU: its
+// parent, its own user and system time, and that of its children it has
+// waited for (cutime and cstime, fields 16 and 17).
+type procStat struct {
+	ppid           int
+	self, children time.Duration
+}
+
+func readProcStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	return parseProcStat(string(b))
+}
+
+func parseProcStat(stat string) (procStat, bool) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 15 {
+		return procStat{}, false
+	}
+	var v [5]uint64 // ppid; utime, stime, cutime, cstime
+	for j, k := range []int{1, 11, 12, 13, 14} {
+		x, err := strconv.ParseUint(f[k], 10, 64)
+		if err != nil {
+			return procStat{}, false
+		}
+		v[j] = x
+	}
+	return procStat{ppid: int(v[0]), self: time.Duration(v[1]+v[2]) * clockTick, children: time.Duration(v[3]+v[4]) * clockTick}, true
+}
+
+// treeCPU is the CPU time of process pid and of its children: its own, its
+// children's it has waited for (a PostgreSQL backend that ended), and its
+// live children's own (the backends and the background writers). A child
+// that ends between two readings moves from the live ones to the waited
+// for, so the sum does not go back.
+func treeCPU(pid int) (time.Duration, bool) {
+	root, ok := readProcStat(pid)
+	if !ok {
+		return 0, false
+	}
+	sum := root.self + root.children
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		if s, ok := readProcStat(child); ok && s.ppid == pid {
+			sum += s.self
+		}
+	}
+	return sum, true
+}
+
+// findProcess is the process whose command line holds every one of args,
+// in order, as whole arguments: the postmaster of a cluster, found by its
+// -D and data folder. 0 when there is none.
+func findProcess(args ...string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		for i := 0; i+len(args) <= len(argv); i++ {
+			if slices.Equal(argv[i:i+len(args)], args) {
+				return pid
+			}
+		}
+	}
+	return 0
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -112,5 +115,50 @@ func TestProcessCPU(t *testing.T) {
 	}
 	if got, ok := p.cpu(); ok {
 		t.Errorf("after it exited: %v, true; want unknown", got)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	line := "4243 (postgres: x (y)) S 4200 4243 4243 0 -1 4194560 21790 0 0 0 120 30 45 5 20 0 1 0 11802331 1473220608 10301\n"
+	got, ok := parseProcStat(line)
+	want := procStat{ppid: 4200, self: 150 * clockTick, children: 50 * clockTick}
+	if !ok || got != want {
+		t.Errorf("parseProcStat = %+v, %v; want %+v", got, ok, want)
+	}
+	if _, ok := parseProcStat("4243 (postgres) S 4200 4243 4243 0 -1 4194560 21790 0 0 0 120 30 45"); ok {
+		t.Error("a line without cstime parsed")
+	}
+}
+
+// TestTreeCPU: a parent that only waits is charged its busy children's
+// time, those it has waited for and those still running; and findProcess
+// finds it by its arguments.
+func TestTreeCPU(t *testing.T) {
+	marker := "peers-tree-" + strconv.Itoa(os.Getpid())
+	p, err := startProcess("tree", t.TempDir()+"/tree.log", "/bin/sh", "-c",
+		`timeout 0.3 sh -c 'while :; do :; done'; sh -c 'while :; do :; done' & wait`, marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The busy child outlives a parent stopped alone: the whole group goes.
+	defer func() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}()
+	if pid := findProcess("-c", `timeout 0.3 sh -c 'while :; do :; done'; sh -c 'while :; do :; done' & wait`, marker); pid != p.cmd.Process.Pid {
+		t.Fatalf("findProcess = %d, want %d", pid, p.cmd.Process.Pid)
+	}
+	if pid := findProcess(marker, "-D"); pid != 0 {
+		t.Errorf("findProcess of arguments in another order = %d, want 0", pid)
+	}
+	time.Sleep(500 * time.Millisecond) // the first child has ended, the second runs
+	own, _ := readProcStat(p.cmd.Process.Pid)
+	first, ok := treeCPU(p.cmd.Process.Pid)
+	if !ok || own.children < 100*time.Millisecond || first <= own.self+own.children {
+		t.Fatalf("after 500 ms: the tree %v (%v), the parent %+v; want the ended child's time in the parent's, and the running one's on top", first, ok, own)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if second, ok := treeCPU(p.cmd.Process.Pid); !ok || second <= first {
+		t.Errorf("300 ms later: %v, %v; want more than %v", second, ok, first)
 	}
 }

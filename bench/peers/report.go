@@ -102,7 +102,7 @@ func (r *report) write(w io.Writer) {
 				return micros(r.medianKnown(v, l, (*cellResult).cpuPerPair)) + " / " + micros(r.medianKnown(v, l, (*cellResult).committerPerOp))
 			})
 		}
-		fmt.Fprintln(w, "\nServer CPU is the user and system time of the system's server processes (leasekeeper's servers, added up, or etcd; not PostgreSQL's own) in the measured part, over its pairs; the committer's time is leasekeeper_commit_duration_seconds' sum over the operations, its groups' statements and syncs. \"-\": unknown, or a build without the metric.")
+		fmt.Fprintln(w, "\nServer CPU is the user and system time of the system's server processes in the measured part, over its pairs: etcd's; a leasekeeper fleet's servers, added up, and on PostgreSQL the throwaway cluster's processes with them (unknown with --postgres); the committer's time is leasekeeper_commit_duration_seconds' sum over the operations, its groups' statements and syncs. \"-\": unknown, or a build without the metric.")
 	}
 
 	holds, errs, violations := r.totals()

@@ -198,8 +198,12 @@ func setUp(ctx context.Context, cfg config, log io.Writer) (_ *env, err error) {
 		if derr != nil {
 			return nil, derr
 		}
-		e.note("PostgreSQL: %s (%s); %d `leasekeeper serve` sharing a new schema for each row, client n on server n mod %d",
-			d, where, cfg.servers, cfg.servers)
+		cpu := "its processes' CPU time counted with the servers'"
+		if e.pg.postmaster == 0 {
+			cpu = "its processes' CPU time unknown"
+		}
+		e.note("PostgreSQL: %s (%s, %s); %d `leasekeeper serve` sharing a new schema for each row, client n on server n mod %d",
+			d, where, cpu, cfg.servers, cfg.servers)
 	}
 	return e, nil
 }
@@ -237,7 +241,11 @@ func (e *env) cell(ctx context.Context, v variant, l load, seed uint64) (_ *cell
 		if serr != nil {
 			return nil, serr
 		}
-		inst, err = startLeasekeeper(ctx, v.bin, dir, dsn, e.cfg.servers, e.spec(), drop)
+		var fleet *lkFleet
+		if fleet, err = startLeasekeeper(ctx, v.bin, dir, dsn, e.cfg.servers, e.spec(), drop); err == nil {
+			fleet.database = e.pg.cpu
+			inst = fleet
+		}
 	}
 	if err != nil {
 		return nil, err
