@@ -78,15 +78,36 @@ type counted interface {
 }
 
 // engineCounts are leasekeeper's committer counters, summed over a fleet's
-// servers: round trips to PostgreSQL (0 on SQLite), operations and groups,
-// and the seconds its group commits took, their operations and their sync
-// (leasekeeper_commit_duration_seconds' sum).
+// servers: round trips to PostgreSQL (0 on SQLite), operations and groups;
+// the seconds its group commits took, from the first statement to the
+// commit's end, its sync or its round trips included
+// (leasekeeper_commit_duration_seconds' sum); and the operations and
+// groups of the histogram of operations per commit, which the build
+// before issue 19 exports without the counters.
 type engineCounts struct {
 	roundTrips, operations, groups, commitSeconds float64
+	histOperations, histGroups                    float64
 }
 
 func (c engineCounts) minus(o engineCounts) engineCounts {
-	return engineCounts{c.roundTrips - o.roundTrips, c.operations - o.operations, c.groups - o.groups, c.commitSeconds - o.commitSeconds}
+	return engineCounts{c.roundTrips - o.roundTrips, c.operations - o.operations, c.groups - o.groups,
+		c.commitSeconds - o.commitSeconds, c.histOperations - o.histOperations, c.histGroups - o.histGroups}
+}
+
+// ops and grps are the operations and groups counted, from the histogram
+// where the counters are missing.
+func (c engineCounts) ops() float64 {
+	if c.operations > 0 {
+		return c.operations
+	}
+	return c.histOperations
+}
+
+func (c engineCounts) grps() float64 {
+	if c.groups > 0 {
+		return c.groups
+	}
+	return c.histGroups
 }
 
 // cpuTimed is an instance that knows the CPU time its server processes
@@ -126,10 +147,10 @@ func (r *cellResult) rate() float64 {
 // opsPerGroup and roundTripsPerOp are -1 for a cell not counted, or
 // counted by a build without the counters.
 func (r *cellResult) opsPerGroup() float64 {
-	if r.counts == nil || r.counts.groups <= 0 {
+	if r.counts == nil || r.counts.grps() <= 0 {
 		return -1
 	}
-	return r.counts.operations / r.counts.groups
+	return r.counts.ops() / r.counts.grps()
 }
 
 // cpuPerPair is the servers' CPU time per pair of the measured part, in
@@ -143,10 +164,10 @@ func (r *cellResult) cpuPerPair() float64 {
 }
 
 func (r *cellResult) committerPerOp() float64 {
-	if r.counts == nil || r.counts.operations <= 0 || r.counts.commitSeconds <= 0 {
+	if r.counts == nil || r.counts.ops() <= 0 || r.counts.commitSeconds <= 0 {
 		return -1
 	}
-	return r.counts.commitSeconds * 1e6 / r.counts.operations
+	return r.counts.commitSeconds * 1e6 / r.counts.ops()
 }
 
 func (r *cellResult) roundTripsPerOp() float64 {

@@ -142,6 +142,8 @@ func (f *lkFleet) counts(ctx context.Context) (engineCounts, error) {
 		sum.operations += c.operations
 		sum.groups += c.groups
 		sum.commitSeconds += c.commitSeconds
+		sum.histOperations += c.histOperations
+		sum.histGroups += c.histGroups
 	}
 	return sum, nil
 }
@@ -186,6 +188,10 @@ func parseCounts(body []byte) engineCounts {
 			into = &c.groups
 		case "leasekeeper_commit_duration_seconds_sum":
 			into = &c.commitSeconds
+		case "leasekeeper_commit_operations_sum":
+			into = &c.histOperations
+		case "leasekeeper_commit_operations_count":
+			into = &c.histGroups
 		default:
 			continue
 		}

@@ -116,9 +116,12 @@ leasekeeper_round_trips_other{x="1"} 7
 leasekeeper_commit_duration_seconds_bucket{le="0.0001"} 12
 leasekeeper_commit_duration_seconds_sum 3.25
 leasekeeper_commit_duration_seconds_count 1528
+leasekeeper_commit_operations_bucket{le="1"} 4
+leasekeeper_commit_operations_sum 24290
+leasekeeper_commit_operations_count 1527
 `
 	got := parseCounts([]byte(body))
-	want := engineCounts{roundTrips: 3093, operations: 24296, groups: 1528, commitSeconds: 3.25}
+	want := engineCounts{roundTrips: 3093, operations: 24296, groups: 1528, commitSeconds: 3.25, histOperations: 24290, histGroups: 1527}
 	if got != want {
 		t.Errorf("parseCounts = %+v, want %+v", got, want)
 	}

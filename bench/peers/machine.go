@@ -2,7 +2,7 @@ package main
 
 import (
 	"os"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -145,55 +145,73 @@ func parseProcStat(stat string) (procStat, bool) {
 	return procStat{ppid: int(v[0]), self: time.Duration(v[1]+v[2]) * clockTick, children: time.Duration(v[3]+v[4]) * clockTick}, true
 }
 
-// treeCPU is the CPU time of process pid and of its children: its own, its
-// children's it has waited for (a PostgreSQL backend that ended), and its
-// live children's own (the backends and the background writers). A child
-// that ends between two readings moves from the live ones to the waited
-// for, so the sum does not go back.
+// treeCPU is the CPU time of process pid and of its direct children: its
+// own, its children's it has waited for (a PostgreSQL backend that ended),
+// and its live children's own (the backends and the background writers).
+// A child that ends and is waited for between the reading of the parent
+// and the scan of its children would be in neither: the parent is read
+// again after the scan, and the scan made again if its children's time
+// moved meanwhile.
 func treeCPU(pid int) (time.Duration, bool) {
-	root, ok := readProcStat(pid)
-	if !ok {
-		return 0, false
-	}
-	sum := root.self + root.children
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, false
-	}
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil || child == pid {
-			continue
+	for range 5 {
+		root, ok := readProcStat(pid)
+		if !ok {
+			return 0, false
 		}
-		if s, ok := readProcStat(child); ok && s.ppid == pid {
-			sum += s.self
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			return 0, false
+		}
+		sum := root.self + root.children
+		for _, e := range entries {
+			child, err := strconv.Atoi(e.Name())
+			if err != nil || child == pid {
+				continue
+			}
+			if s, ok := readProcStat(child); ok && s.ppid == pid {
+				sum += s.self
+			}
+		}
+		if again, ok := readProcStat(pid); ok && again.children == root.children {
+			return sum, true
 		}
 	}
-	return sum, true
+	return 0, false
 }
 
-// findProcess is the process whose command line holds every one of args,
-// in order, as whole arguments: the postmaster of a cluster, found by its
-// -D and data folder. 0 when there is none.
-func findProcess(args ...string) int {
-	entries, err := os.ReadDir("/proc")
+// postmaster is the pid of the postmaster of the cluster in dataDir: the
+// first line of its postmaster.pid, if that process is the postgres
+// running on dataDir (-D, the same folder, symbolic links resolved); 0
+// otherwise. Checked at every reading: a pid can be reused.
+func postmaster(dataDir string) int {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
 		return 0
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	cmd, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return 0
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return 0
+	}
+	want, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return 0
+	}
+	argv := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+	for i, a := range argv[:max(len(argv)-1, 0)] {
+		if a != "-D" {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		for i := 0; i+len(args) <= len(argv); i++ {
-			if slices.Equal(argv[i:i+len(args)], args) {
-				return pid
-			}
+		if got, err := filepath.EvalSymlinks(argv[i+1]); err == nil && got == want {
+			return pid
 		}
 	}
 	return 0

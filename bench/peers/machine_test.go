@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,29 +94,50 @@ func TestParseProcessCPU(t *testing.T) {
 	}
 }
 
-// TestProcessCPU reads a real process's CPU time: a shell in a busy loop
-// uses some, and more as it runs; once it has exited it is unknown.
+// TestProcessCPU reads a real process's CPU time: a busy process uses
+// some, and more as it runs; once it has exited it is unknown.
 func TestProcessCPU(t *testing.T) {
-	p, err := startProcess("busy loop", t.TempDir()+"/busy.log", "/bin/sh", "-c", "while :; do :; done")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.stop()
-	time.Sleep(300 * time.Millisecond)
-	first, ok := p.cpu()
-	if !ok || first <= 0 {
-		t.Fatalf("after 300 ms of a busy loop: %v, %v; want some CPU time", first, ok)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if second, ok := p.cpu(); !ok || second <= first {
-		t.Errorf("300 ms later: %v, %v; want more than %v", second, ok, first)
-	}
+	p := startSpinner(t, "busy", "exec env PEERS_TEST_SPIN=wall:10s \"$0\"")
+	first := waitCPU(t, p.cpu, func(d time.Duration) bool { return d >= 3*clockTick })
+	waitCPU(t, p.cpu, func(d time.Duration) bool { return d > first })
 	if err := p.stop(); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := p.cpu(); ok {
 		t.Errorf("after it exited: %v, true; want unknown", got)
 	}
+}
+
+// startSpinner starts /bin/sh -c script with this test binary as $0 (see
+// TestMain), and kills its whole process group at the end of the test.
+func startSpinner(t *testing.T, name, script string) *process {
+	t.Helper()
+	p, err := startProcess(name, t.TempDir()+"/"+name+".log", "/bin/sh", "-c", script, os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	})
+	return p
+}
+
+// waitCPU polls read until ok accepts its figure, for at most 20 s.
+func waitCPU(t *testing.T, read func() (time.Duration, bool), ok func(time.Duration) bool) time.Duration {
+	t.Helper()
+	var last time.Duration
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		d, known := read()
+		if !known {
+			t.Fatalf("CPU time unknown (last %v)", last)
+		}
+		if last = d; ok(d) {
+			return d
+		}
+	}
+	t.Fatalf("CPU time still %v after 20 s", last)
+	return 0
 }
 
 func TestParseProcStat(t *testing.T) {
@@ -131,34 +153,80 @@ func TestParseProcStat(t *testing.T) {
 }
 
 // TestTreeCPU: a parent that only waits is charged its busy children's
-// time, those it has waited for and those still running; and findProcess
-// finds it by its arguments.
+// time, that of the one it has waited for and that of the one still
+// running.
 func TestTreeCPU(t *testing.T) {
-	marker := "peers-tree-" + strconv.Itoa(os.Getpid())
-	p, err := startProcess("tree", t.TempDir()+"/tree.log", "/bin/sh", "-c",
-		`timeout 0.3 sh -c 'while :; do :; done'; sh -c 'while :; do :; done' & wait`, marker)
-	if err != nil {
+	p := startSpinner(t, "tree", `PEERS_TEST_SPIN=cpu:200ms "$0"; PEERS_TEST_SPIN=wall:10s "$0" & wait`)
+	pid := p.cmd.Process.Pid
+	parent := func() (time.Duration, bool) { s, ok := readProcStat(pid); return s.children, ok }
+	waitCPU(t, parent, func(d time.Duration) bool { return d >= 150*time.Millisecond }) // the first child ended (in ticks: some 200 ms)
+	tree := func() (time.Duration, bool) {
+		own, ok := readProcStat(pid)
+		if !ok {
+			return 0, false
+		}
+		all, ok := treeCPU(pid)
+		return all - own.self - own.children, ok
+	}
+	waitCPU(t, tree, func(d time.Duration) bool { return d > 0 }) // the second's, running
+	if own, _ := readProcStat(pid); own.self > 100*time.Millisecond {
+		t.Errorf("the waiting parent used %v itself", own.self)
+	}
+}
+
+// TestPostmaster finds a cluster's postmaster by its postmaster.pid, only
+// if that process runs on the same data folder, through a symbolic link
+// too.
+func TestPostmaster(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// The busy child outlives a parent stopped alone: the whole group goes.
-	defer func() {
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}()
-	if pid := findProcess("-c", `timeout 0.3 sh -c 'while :; do :; done'; sh -c 'while :; do :; done' & wait`, marker); pid != p.cmd.Process.Pid {
-		t.Fatalf("findProcess = %d, want %d", pid, p.cmd.Process.Pid)
+	if err := os.Symlink(data, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
 	}
-	if pid := findProcess(marker, "-D"); pid != 0 {
-		t.Errorf("findProcess of arguments in another order = %d, want 0", pid)
+	p := startSpinner(t, "postmaster", `exec env PEERS_TEST_SPIN=wall:10s "$0" -D `+filepath.Join(dir, "link"))
+	pid := p.cmd.Process.Pid
+	if got := postmaster(data); got != 0 {
+		t.Errorf("without postmaster.pid: %d, want 0", got)
 	}
-	time.Sleep(500 * time.Millisecond) // the first child has ended, the second runs
-	own, _ := readProcStat(p.cmd.Process.Pid)
-	first, ok := treeCPU(p.cmd.Process.Pid)
-	if !ok || own.children < 100*time.Millisecond || first <= own.self+own.children {
-		t.Fatalf("after 500 ms: the tree %v (%v), the parent %+v; want the ended child's time in the parent's, and the running one's on top", first, ok, own)
+	os.WriteFile(filepath.Join(data, "postmaster.pid"), []byte(strconv.Itoa(pid)+"\n"+data+"\n"), 0o600)
+	deadline := time.Now().Add(20 * time.Second)
+	for postmaster(data) != pid && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // until exec has given it its arguments
 	}
-	time.Sleep(300 * time.Millisecond)
-	if second, ok := treeCPU(p.cmd.Process.Pid); !ok || second <= first {
-		t.Errorf("300 ms later: %v, %v; want more than %v", second, ok, first)
+	if got := postmaster(data); got != pid {
+		t.Errorf("postmaster = %d, want %d", got, pid)
 	}
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, "postmaster.pid"), []byte(strconv.Itoa(pid)+"\n"), 0o600)
+	if got := postmaster(other); got != 0 {
+		t.Errorf("a pid file naming a process on another folder: %d, want 0", got)
+	}
+}
+
+// TestMain lets the tests run this binary as a busy process:
+// PEERS_TEST_SPIN=wall:D spins for D, cpu:D until it has used D of CPU
+// (20 s at most either way), then exits.
+func TestMain(m *testing.M) {
+	if spin := os.Getenv("PEERS_TEST_SPIN"); spin != "" {
+		kind, d, _ := strings.Cut(spin, ":")
+		limit, err := time.ParseDuration(d)
+		if err != nil {
+			os.Exit(2)
+		}
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+			if kind == "wall" && time.Until(end) < 20*time.Second-limit {
+				break
+			}
+			var ru syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			if kind == "cpu" && time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) >= limit {
+				break
+			}
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }

@@ -22,18 +22,23 @@ import (
 type pgServer struct {
 	url  string
 	stop func() error // stops the throwaway server; nothing for a given one
-	// postmaster is the throwaway cluster's first process, whose tree is
-	// what PostgreSQL's CPU time is read from; 0 for a server given by
-	// URL (elsewhere, or shared with other work), whose time is unknown.
-	postmaster int
+	// dataDir is the throwaway cluster's data folder, whose postmaster's
+	// tree is what PostgreSQL's CPU time is read from; "" for a server
+	// given by URL (elsewhere, or shared with other work), whose time is
+	// unknown.
+	dataDir string
 }
 
 // cpu is the CPU time the cluster's processes have used so far.
 func (pg *pgServer) cpu() (time.Duration, bool) {
-	if pg.postmaster == 0 {
+	if pg.dataDir == "" {
 		return 0, false
 	}
-	return treeCPU(pg.postmaster)
+	pid := postmaster(pg.dataDir)
+	if pid == 0 {
+		return 0, false
+	}
+	return treeCPU(pid)
 }
 
 // startPostgres starts a throwaway cluster with .ci/postgres, durable
@@ -66,8 +71,7 @@ func startPostgres(ctx context.Context, repo, parent string, log io.Writer) (*pg
 		stop()
 		return nil, fmt.Errorf(".ci/postgres start: %w", err)
 	}
-	// pg_ctl starts it as postgres -D <dir>/data.
-	return &pgServer{url: strings.TrimSpace(string(out)), stop: stop, postmaster: findProcess("-D", filepath.Join(dir, "data"))}, nil
+	return &pgServer{url: strings.TrimSpace(string(out)), stop: stop, dataDir: filepath.Join(dir, "data")}, nil
 }
 
 // describe names the server's version and the settings that make it

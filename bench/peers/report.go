@@ -88,10 +88,10 @@ func (r *report) write(w io.Writer) {
 				continue
 			}
 			r.row(w, r.variants[v].label, func(l int) string {
-				return perGroup(r.median(v, l, (*cellResult).opsPerGroup)) + " / " + perOp(r.median(v, l, (*cellResult).roundTripsPerOp))
+				return perGroup(r.medianKnown(v, l, (*cellResult).opsPerGroup)) + " / " + perOp(r.medianKnown(v, l, (*cellResult).roundTripsPerOp))
 			})
 		}
-		fmt.Fprintln(w, "\nRound trips are the committer's to PostgreSQL, a pipelined batch counted once; 0 on SQLite. \"-\": a build without the counters.")
+		fmt.Fprintln(w, "\nRound trips are the committer's to PostgreSQL, a pipelined batch counted once; 0 on SQLite. \"-\": a build without the counters (the build before issue 19 counts no round trip; its operations per group come from its histogram of them).")
 	}
 
 	if r.cpuTimed() {
@@ -102,7 +102,7 @@ func (r *report) write(w io.Writer) {
 				return micros(r.medianKnown(v, l, (*cellResult).cpuPerPair)) + " / " + micros(r.medianKnown(v, l, (*cellResult).committerPerOp))
 			})
 		}
-		fmt.Fprintln(w, "\nServer CPU is the user and system time of the system's server processes in the measured part, over its pairs: etcd's; a leasekeeper fleet's servers, added up, and on PostgreSQL the throwaway cluster's processes with them (unknown with --postgres); the committer's time is leasekeeper_commit_duration_seconds' sum over the operations, its groups' statements and syncs. \"-\": unknown, or a build without the metric.")
+		fmt.Fprintln(w, "\nServer CPU is the user and system time of the system's server processes in the measured part, over its pairs: etcd's; a leasekeeper fleet's servers, added up, and on PostgreSQL the throwaway cluster's processes with them (unknown with --postgres); the committer's time is wall-clock time, leasekeeper_commit_duration_seconds' sum over the operations: its groups' statements and their sync or round trips. \"-\": unknown (no /proc, the PostgreSQL not found, a server that stopped in the cell).")
 	}
 
 	holds, errs, violations := r.totals()
@@ -226,7 +226,7 @@ func (r *report) cpuShares() string {
 // counted reports whether any cell has the servers' counts.
 func (r *report) counted() bool {
 	for c := range r.cells() {
-		if c.counts != nil && c.counts.operations > 0 {
+		if c.counts != nil && c.counts.ops() > 0 {
 			return true
 		}
 	}

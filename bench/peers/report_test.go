@@ -116,6 +116,15 @@ func TestPerPairAndOperation(t *testing.T) {
 	if old.cpuPerPair() != -1 || old.committerPerOp() != -1 {
 		t.Errorf("unknown: %v, %v; want -1, -1", old.cpuPerPair(), old.committerPerOp())
 	}
+	// The build before issue 19: no counters, but its histogram of
+	// operations per commit, and no round trip counted.
+	before := &cellResult{pairs: 5000, counts: &engineCounts{commitSeconds: 0.9, histOperations: 10000, histGroups: 400}}
+	if got, per, trips := before.committerPerOp(), before.opsPerGroup(), before.roundTripsPerOp(); got != 90 || per != 25 || trips != -1 {
+		t.Errorf("the build before: %v µs, %v per group, %v round trips; want 90, 25, -1", got, per, trips)
+	}
+	if none := (&cellResult{counts: &engineCounts{operations: 10}}).committerPerOp(); none != -1 {
+		t.Errorf("no commit seconds: %v, want -1", none)
+	}
 	r := &report{results: [][][]*cellResult{{{c, old, &cellResult{pairs: 1000, serverCPU: 300 * time.Millisecond}}}}}
 	if got := r.medianKnown(0, 0, (*cellResult).cpuPerPair); got != 240 { // of 180 and 300
 		t.Errorf("medianKnown = %v, want 240", got)

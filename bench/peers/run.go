@@ -199,7 +199,7 @@ func setUp(ctx context.Context, cfg config, log io.Writer) (_ *env, err error) {
 			return nil, derr
 		}
 		cpu := "its processes' CPU time counted with the servers'"
-		if e.pg.postmaster == 0 {
+		if _, ok := e.pg.cpu(); !ok {
 			cpu = "its processes' CPU time unknown"
 		}
 		e.note("PostgreSQL: %s (%s, %s); %d `leasekeeper serve` sharing a new schema for each row, client n on server n mod %d",
