@@ -270,9 +270,10 @@ func rvTrial(t *testing.T, db *sql.DB, d dialect, seed uint64) int {
 		var all []rvItem
 		for _, row := range rows {
 			if row.lock == lock && row.e.Valid {
-				// descending: invert for an ascending string sort
-				all = append(all, rvItem{fmt.Sprintf("%020d/%020d", 1<<40-row.e.Int64, 1<<40-row.endedAt),
-					fmt.Sprintf("%s|%d", row.mode, row.endedAt-row.grantedAt)})
+				// descending, ties on the instant by token: invert for an
+				// ascending string sort
+				all = append(all, rvItem{fmt.Sprintf("%020d/%020d/%020d", 1<<40-row.e.Int64, 1<<40-row.endedAt, 1<<40-row.token),
+					fmt.Sprintf("%s|%d|%d|%d|%d", row.mode, row.endedAt-row.grantedAt, row.e.Int64, row.endedAt, row.token)})
 			}
 		}
 		sort.SliceStable(all, func(i, j int) bool { return all[i].key < all[j].key })

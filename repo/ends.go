@@ -31,6 +31,17 @@ package repo
 // A PostgreSQL database has none of this: other servers write it too. A
 // read connection has none either.
 //
+// The writer also keeps a lock's last ends in the order of GrantHoldTimes:
+// the hold times a waiter's estimated wait averages, which every acquire
+// on its way into a queue read through two indexes, up to 40 rows, some
+// 4 % of the server's CPU per pair on a hot lock (docs/performance.md,
+// "SQLite: a waiter's estimate without a read"). They are known from a
+// read of them onwards, and an end is placed among them only when the
+// lock's last token, its ended_after_token, is known; else they are
+// forgotten, as they are with the lock, and when a prune of the lock's
+// tokens deletes one of them (rows the list left out could then belong
+// in it).
+//
 // Every source of a row of grants_ended and every change of a lock's
 // counter is in this package (grants.go, locks.go, queue.go,
 // rollback.go); each tells the writer's endsCache. TestEndsCacheMatchesReads
@@ -47,10 +58,15 @@ import (
 // explanation names (service's maxPredecessors).
 const endsKept = 100
 
-// endsLocks bounds the locks kept: past it, a lock whose token is issued
-// takes the place of another, which is then read again. With endsKept, it
-// bounds the memory at some 20 MB, reached only by crowds of over a
-// hundred readers on each of a thousand locks.
+// holdsKept bounds the hold times kept for a lock: as many as the wait
+// estimate averages (service's holdSample).
+const holdsKept = 20
+
+// endsLocks bounds the locks kept: past it, a lock whose token is issued,
+// or whose hold times are read, takes the place of another, which is then
+// read again. With endsKept and holdsKept, it bounds the memory at some
+// 20 MB, reached only by crowds of over a hundred readers on each of a
+// thousand locks.
 const endsLocks = 1 << 10
 
 // endsCache is a SQLite writer's knowledge of the ends of its locks; nil
@@ -67,6 +83,15 @@ type lockEnds struct {
 	cur      endList
 	prevLast int64
 	prev     endList
+	holds    holdList
+}
+
+// holdList is a lock's last ends, latest first in GrantHoldTimes' order
+// (ended_after_token, ended_at, token), at most holdsKept of them; when
+// known, every one the database holds up to that number.
+type holdList struct {
+	hs    []holdEnd
+	known bool
 }
 
 // endList is the ends of one token, first ended first (by ended_at, then
@@ -82,6 +107,10 @@ type endList struct {
 // the read's, which GrantPredecessors then returns.
 var verifyEnds func(lock string, token int64, kept, read []lk.Predecessor)
 
+// verifyHolds, set by tests only, gets each answer holdTimes gave with the
+// read's, which is then used.
+var verifyHolds func(lock string, kept, read []holdEnd)
+
 func newEndsCache() *endsCache { return &endsCache{locks: map[string]*lockEnds{}} }
 
 // reset forgets every lock.
@@ -91,11 +120,9 @@ func (c *endsCache) reset() {
 	}
 }
 
-// issued records that lock's counter moved on by n to last.
-func (c *endsCache) issued(lock string, last, n int64) {
-	if c == nil {
-		return
-	}
+// entry returns lock's, made when missing (in place of another past
+// endsLocks).
+func (c *endsCache) entry(lock string) *lockEnds {
 	e := c.locks[lock]
 	if e == nil {
 		if len(c.locks) >= endsLocks {
@@ -106,7 +133,17 @@ func (c *endsCache) issued(lock string, last, n int64) {
 		}
 		e = &lockEnds{}
 		c.locks[lock] = e
-	} else if e.cur.known && e.last == last-n {
+	}
+	return e
+}
+
+// issued records that lock's counter moved on by n to last.
+func (c *endsCache) issued(lock string, last, n int64) {
+	if c == nil {
+		return
+	}
+	e := c.entry(lock)
+	if e.cur.known && e.last == last-n {
 		e.prevLast, e.prev = e.last, e.cur
 		e.last, e.cur = last, endList{known: true}
 		return
@@ -124,9 +161,20 @@ func (c *endsCache) ended(l LeaseRow, how lk.Ending, at int64) {
 	if c == nil {
 		return
 	}
-	if e := c.locks[l.Lock]; e != nil && e.cur.known {
+	e := c.locks[l.Lock]
+	if e == nil {
+		return
+	}
+	if e.cur.known {
 		client := l.Client
 		e.cur.add(lk.Predecessor{Client: &client, Token: l.Token, Mode: l.Mode, Ended: how, EndedAt: at})
+	}
+	if e.holds.known {
+		if !e.cur.known {
+			e.holds = holdList{} // its ended_after_token is not known
+			return
+		}
+		e.holds.add(holdEnd{HoldTime{l.Mode, at - l.GrantedAt}, e.last, at, l.Token})
 	}
 }
 
@@ -145,7 +193,33 @@ func (c *endsCache) pruned(lock string, through int64) {
 	if e := c.locks[lock]; e != nil {
 		e.cur.prune(through)
 		e.prev.prune(through)
+		if slices.ContainsFunc(e.holds.hs, func(h holdEnd) bool { return h.token <= through }) {
+			e.holds = holdList{}
+		}
 	}
+}
+
+// holdTimes returns, when it knows them, lock's last limit ends in
+// GrantHoldTimes' order: its rows.
+func (c *endsCache) holdTimes(lock string, limit int) ([]holdEnd, bool) {
+	if c == nil || limit > holdsKept {
+		return nil, false
+	}
+	e := c.locks[lock]
+	if e == nil || !e.holds.known {
+		return nil, false
+	}
+	return slices.Clone(e.holds.hs[:min(limit, len(e.holds.hs))]), true
+}
+
+// readHolds starts lock's hold times from GrantHoldTimes' rows, read with
+// limit: all of its last holdsKept ends, unless limit left some out.
+func (c *endsCache) readHolds(lock string, limit int, read []holdEnd) {
+	if c == nil || (limit < holdsKept && len(read) == limit) {
+		return
+	}
+	e := c.entry(lock)
+	e.holds = holdList{hs: slices.Clone(read[:min(len(read), holdsKept)]), known: true}
 }
 
 // predecessors returns, when it knows them, the first limit ends of lock
@@ -175,6 +249,20 @@ func (c *endsCache) predecessors(lock string, after int64, limit int) ([]lk.Pred
 		return nil, true // as the read returns none
 	}
 	return slices.Clone(l.ps[:n]), true
+}
+
+// add places h among the ends kept, dropping the oldest past holdsKept.
+func (l *holdList) add(h holdEnd) {
+	i, _ := slices.BinarySearchFunc(l.hs, h, func(a, b holdEnd) int {
+		return cmp.Or(cmp.Compare(b.after, a.after), cmp.Compare(b.endedAt, a.endedAt), cmp.Compare(b.token, a.token))
+	})
+	if i == holdsKept {
+		return
+	}
+	l.hs = slices.Insert(l.hs, i, h)
+	if len(l.hs) > holdsKept {
+		l.hs = l.hs[:holdsKept]
+	}
 }
 
 func (l *endList) add(p lk.Predecessor) {

@@ -20,7 +20,8 @@ import (
 // handed over late, deadlocks, a history that keeps 3 tokens a lock,
 // groups of operations), every exclusive grant's predecessors that the
 // SQLite writer names from what it kept (repo/ends.go) are the rows the
-// read returns, and it names them for most grants.
+// read returns, and it names them for most grants; so are the hold times
+// of every estimated wait it answers from what it kept.
 func TestEndsCacheMatchesReads(t *testing.T) {
 	var asked, wrong int
 	restore := repo.VerifyEnds(func(lock string, token int64, kept, read []lk.Predecessor) {
@@ -33,6 +34,7 @@ func TestEndsCacheMatchesReads(t *testing.T) {
 		}
 	})
 	defer restore()
+	holds := verifyHolds(t)
 	grants := 0
 	for seed := range uint64(8) {
 		grants += endsWorkload(t, seed)
@@ -40,6 +42,10 @@ func TestEndsCacheMatchesReads(t *testing.T) {
 	if wrong > 0 {
 		t.Fatalf("%d of %d answers differ from the read", wrong, asked)
 	}
+	if *holds < 100 {
+		t.Fatalf("the kept hold times answered %d times; want them used", *holds)
+	}
+	t.Logf("%d estimates' hold times answered from the kept ends, all as read", *holds)
 	// Most exclusive grants follow one issued in turn: the lapses forget
 	// everything, and a lock's first grant is read.
 	if asked < grants/4 {
@@ -258,6 +264,7 @@ func TestEndsCacheForgetsAgePruning(t *testing.T) {
 // verifyKept has every answer of the kept ends compared with the read
 // until t ends, and returns how many there were.
 func verifyKept(t *testing.T) *int {
+	verifyHolds(t)
 	asked := new(int)
 	t.Cleanup(repo.VerifyEnds(func(lock string, token int64, kept, read []lk.Predecessor) {
 		*asked++
@@ -266,6 +273,70 @@ func verifyKept(t *testing.T) *int {
 		}
 	}))
 	return asked
+}
+
+// TestEndsCacheHoldTimes: acquires queue one after another, with no end
+// between them, behind a lock with more ends than an estimate averages,
+// so that every estimate after the first takes the hold times that the
+// first one's read left; then an end, of a lease held for a different
+// time, is placed among them.
+func TestEndsCacheHoldTimes(t *testing.T) {
+	asked := verifyHolds(t)
+	ctx := context.Background()
+	d, _ := openKept(t, service.Config{Explain: true})
+	acquire := func(ts int64, client string, mode lk.Mode, want lk.Outcome) {
+		t.Helper()
+		r, err := d.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: "L", TTL: 1000, Mode: mode})
+		if err != nil || r.Outcome != want {
+			t.Fatalf("acquire by %s: %+v, %v; want %s", client, r, err, want)
+		}
+	}
+	release := func(ts int64, client string) {
+		t.Helper()
+		if _, err := d.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "L"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := int64(1)
+	for i := range 30 {
+		acquire(ts, "a", lk.Exclusive, lk.Granted)
+		ts += 1 + int64(i%4) // holds of 1 to 4 s
+		release(ts, "a")
+	}
+	acquire(ts, "h", lk.Exclusive, lk.Granted)
+	for i, mode := range []lk.Mode{lk.Exclusive, lk.Shared, lk.Shared, lk.Exclusive} {
+		acquire(ts+1, fmt.Sprintf("w%d", i), mode, lk.Queued)
+	}
+	release(ts+10, "h") // a hold of 10 s, among those of 1 to 4 s
+	acquire(ts+11, "x", lk.Exclusive, lk.Queued)
+	if *asked < 4 {
+		t.Fatalf("the kept hold times answered %d of 4 estimates", *asked)
+	}
+}
+
+// verifyHolds has every hold time that the writer answers from what it
+// kept compared with the read, until t ends, and counts the answers.
+func verifyHolds(t *testing.T) *int {
+	asked := new(int)
+	t.Cleanup(repo.VerifyHolds(func(lock string, kept, read []repo.HoldEnd) {
+		*asked++
+		if !reflect.DeepEqual(kept, read) {
+			t.Errorf("%s: kept hold times %s, read %s", lock, showHolds(kept), showHolds(read))
+		}
+	}))
+	return asked
+}
+
+func showHolds(hs []repo.HoldEnd) string {
+	s := "["
+	for i, h := range hs {
+		after, at, token := h.Key()
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("%d:%s/%d@%d,%d", token, h.Mode, h.Held, after, at)
+	}
+	return s + "]"
 }
 
 // openKept opens a new SQLite file with rules, closed when t ends.

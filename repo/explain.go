@@ -185,16 +185,20 @@ func collectPredecessors(out *[]lk.Predecessor) func(scan func(...any) error) er
 // down to m passes at most ?2 rows of o (those after tokens above m are
 // all among o's ?2). When o holds fewer than ?2, t's walk passes fewer
 // than ?2 of them, and rows of t are read until there are ?2.
+// qGrantHoldTimes reads a lock's last ended leases in end order, ties on
+// the instant broken by token, so that the rows are the same whatever
+// the plan (and the SQLite writer's kept ones, ends.go, can be them).
 var qGrantHoldTimes = perDialect("GrantHoldTimes", func(d dialect) string {
-	return `WITH o AS (SELECT mode, ended_at - granted_at AS held, ended_after_token AS after, ended_at
+	return `WITH o AS (SELECT mode, ended_at - granted_at AS held, ended_after_token AS after, ended_at, token
 			FROM ` + endedByLockOrder(d) + ` WHERE lock = ?1 AND ended_after_token IS NOT NULL AND ` + inEndOrder + `
-			ORDER BY ended_after_token DESC, ended_at DESC LIMIT ?2),
+			ORDER BY ended_after_token DESC, ended_at DESC, token DESC LIMIT ?2),
 		m AS (SELECT CASE WHEN count(*) < ?2 THEN 0 ELSE min(after) END AS after FROM o),
-		t AS (SELECT mode, ended_at - granted_at AS held, ended_after_token AS after, ended_at
+		t AS (SELECT mode, ended_at - granted_at AS held, ended_after_token AS after, ended_at, token
 			FROM grants_ended ` + d.indexedBy("grants_ended_by_lock") + `
 			WHERE lock = ?1 AND token >= (SELECT after FROM m) AND ended_after_token = token
 			ORDER BY token DESC LIMIT ?2)
-		SELECT mode, held FROM (SELECT * FROM o UNION ALL SELECT * FROM t) u ORDER BY after DESC, ended_at DESC LIMIT ?2`
+		SELECT mode, held, after, ended_at, token FROM (SELECT * FROM o UNION ALL SELECT * FROM t) u
+			ORDER BY after DESC, ended_at DESC, token DESC LIMIT ?2`
 })
 
 // HoldTime is how long one ended lease was held.
@@ -203,19 +207,55 @@ type HoldTime struct {
 	Held int64
 }
 
-// GrantHoldTimes returns how long the last limit leases of lock to end
-// were held, latest end first.
-func GrantHoldTimes(tx *Tx, lock string, limit int) ([]HoldTime, error) {
-	var out []HoldTime
-	r := grantHoldTimesRead(lock, limit, &out)
-	err := tx.each(r.q, r.args, r.fn)
-	return out, err
+// holdEnd is a HoldTime and where its end stands in the lock's end order.
+type holdEnd struct {
+	HoldTime
+	after, endedAt, token int64
 }
 
-func grantHoldTimesRead(lock string, limit int, out *[]HoldTime) read {
+// GrantHoldTimes returns how long the last limit leases of lock to end
+// were held, latest end first; on SQLite, from what the writer kept when
+// it can (ends.go).
+func GrantHoldTimes(tx *Tx, lock string, limit int) ([]HoldTime, error) {
+	kept, ok := tx.d.ends.holdTimes(lock, limit)
+	if ok && verifyHolds == nil {
+		return holdTimes(kept), nil
+	}
+	var read []holdEnd
+	r := grantHoldTimesRead(lock, limit, &read)
+	if err := tx.each(r.q, r.args, r.fn); err != nil {
+		return nil, err
+	}
+	tx.readHolds(lock, limit, kept, ok, read)
+	return holdTimes(read), nil
+}
+
+// holdTimes returns the hold times of hs.
+func holdTimes(hs []holdEnd) []HoldTime {
+	if hs == nil {
+		return nil
+	}
+	out := make([]HoldTime, len(hs))
+	for i, h := range hs {
+		out[i] = h.HoldTime
+	}
+	return out
+}
+
+// readHolds hands the hold times read to the writer's kept ones: to
+// check them against (tests), or to start from.
+func (tx *Tx) readHolds(lock string, limit int, kept []holdEnd, ok bool, read []holdEnd) {
+	if ok {
+		verifyHolds(lock, kept, read)
+		return
+	}
+	tx.d.ends.readHolds(lock, limit, read)
+}
+
+func grantHoldTimesRead(lock string, limit int, out *[]holdEnd) read {
 	return read{q: qGrantHoldTimes, args: []any{lock, limit}, fn: func(scan func(...any) error) error {
-		var h HoldTime
-		if err := scan(&h.Mode, &h.Held); err != nil {
+		var h holdEnd
+		if err := scan(&h.Mode, &h.Held, &h.after, &h.endedAt, &h.token); err != nil {
 			return err
 		}
 		*out = append(*out, h)
@@ -319,16 +359,29 @@ func ReadForQueueing(tx *Tx, client, lock string, awaited, estimate bool, limit,
 		var found bool
 		rs = append(rs, readRow(qClientAwaited, []any{client}, &found, &held, &waitedFor))
 	}
+	var kept, read []holdEnd
+	var holdsKept bool
 	if estimate {
-		rs = append(rs, queueModesHeadRead(lock, limit, &out.Modes),
-			grantHoldTimesRead(lock, holdSample, &out.Holds), lockHoldersByModeRead(lock, &out.Holders))
+		rs = append(rs, queueModesHeadRead(lock, limit, &out.Modes), lockHoldersByModeRead(lock, &out.Holders))
+		kept, holdsKept = tx.d.ends.holdTimes(lock, holdSample)
+		if holdsKept && verifyHolds == nil {
+			out.Holds = holdTimes(kept)
+		} else {
+			rs = append(rs, grantHoldTimesRead(lock, holdSample, &read))
+		}
 	}
 	if len(rs) == 0 {
 		return out, nil
 	}
-	err := tx.reads(rs...)
+	if err := tx.reads(rs...); err != nil {
+		return out, err
+	}
+	if estimate && (!holdsKept || verifyHolds != nil) {
+		tx.readHolds(lock, holdSample, kept, holdsKept, read)
+		out.Holds = holdTimes(read)
+	}
 	out.Awaited = awaited && isAwaited(held, waitedFor)
-	return out, err
+	return out, nil
 }
 
 // AbortRow is one row of the aborts table.

@@ -8,3 +8,17 @@ func VerifyEnds(fn func(lock string, token int64, kept, read []lk.Predecessor)) 
 	verifyEnds = fn
 	return func() { verifyEnds = nil }
 }
+
+// VerifyHolds has GrantHoldTimes and ReadForQueueing read what the
+// writer's endsCache answers too, and hand both to fn, until the returned
+// function is called.
+func VerifyHolds(fn func(lock string, kept, read []HoldEnd)) (restore func()) {
+	verifyHolds = fn
+	return func() { verifyHolds = nil }
+}
+
+// HoldEnd is a hold time and where its end stands in its lock's end order.
+type HoldEnd = holdEnd
+
+// Key is where h's end stands in its lock's end order.
+func (h HoldEnd) Key() (after, endedAt, token int64) { return h.after, h.endedAt, h.token }
