@@ -202,8 +202,8 @@ func (c *endsCache) pruned(lock string, through int64) {
 // holdTimes returns, when it knows them, lock's last limit ends in
 // GrantHoldTimes' order: its rows.
 func (c *endsCache) holdTimes(lock string, limit int) ([]holdEnd, bool) {
-	if c == nil || limit > holdsKept {
-		return nil, false
+	if c == nil || limit < 0 || limit > holdsKept {
+		return nil, false // a negative limit is no limit to SQLite
 	}
 	e := c.locks[lock]
 	if e == nil || !e.holds.known {

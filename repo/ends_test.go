@@ -37,7 +37,12 @@ func TestEndsCacheMatchesReads(t *testing.T) {
 	holds := verifyHolds(t)
 	grants := 0
 	for seed := range uint64(8) {
-		grants += endsWorkload(t, seed)
+		grants += endsWorkload(t, seed, 3)
+	}
+	// A history long enough that the kept hold times fill up, and ends
+	// are placed among twenty, ties on the instant among them.
+	for seed := range uint64(4) {
+		grants += endsWorkload(t, 100+seed, 1000)
 	}
 	if wrong > 0 {
 		t.Fatalf("%d of %d answers differ from the read", wrong, asked)
@@ -54,12 +59,13 @@ func TestEndsCacheMatchesReads(t *testing.T) {
 	t.Logf("%d grants, %d answered from the kept ends, all as read", grants, asked)
 }
 
-// endsWorkload runs random operations on a new SQLite file and returns
-// how many grants they made.
-func endsWorkload(t *testing.T, seed uint64) int {
+// endsWorkload runs random operations on a new SQLite file that keeps
+// keep tokens of each lock's history, and returns how many grants they
+// made.
+func endsWorkload(t *testing.T, seed uint64, keep int64) int {
 	t.Helper()
 	ctx := context.Background()
-	d, _ := openKept(t, service.Config{Explain: true, History: service.HistoryRetention{Keep: 3}})
+	d, _ := openKept(t, service.Config{Explain: true, History: service.HistoryRetention{Keep: keep}})
 	grants := 0
 	d.OnCommit(func(es []service.Event) {
 		for _, e := range es {
@@ -90,8 +96,10 @@ func endsWorkload(t *testing.T, seed uint64) int {
 			d.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: lock, TTL: ttl(), Mode: mode})
 		case k < 9:
 			d.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: lock})
-		default:
+		case rng.IntN(2) == 0:
 			d.Renew(ctx, ts, lk.RenewRequest{Client: client, Lock: lock, TTL: ttl()})
+		default: // its queue's estimates, through GrantHoldTimes
+			d.Inspect(ctx, ts, lk.InspectRequest{Lock: lock})
 		}
 		if rng.IntN(4) == 0 {
 			ts++
@@ -309,8 +317,54 @@ func TestEndsCacheHoldTimes(t *testing.T) {
 	}
 	release(ts+10, "h") // a hold of 10 s, among those of 1 to 4 s
 	acquire(ts+11, "x", lk.Exclusive, lk.Queued)
-	if *asked < 4 {
-		t.Fatalf("the kept hold times answered %d of 4 estimates", *asked)
+	// w0 hands over to the readers w1 and w2 together; they end at one
+	// instant, the later token first, so that the other end is placed
+	// second among twenty, by its token.
+	release(ts+12, "w0")
+	acquire(ts+13, "y", lk.Exclusive, lk.Queued)
+	release(ts+14, "w2")
+	release(ts+14, "w1")
+	acquire(ts+15, "z", lk.Exclusive, lk.Queued)
+	if *asked < 6 {
+		t.Fatalf("the kept hold times answered %d of 6 estimates", *asked)
+	}
+}
+
+// TestEndsCacheHoldTimesCrowd: 25 readers end at one instant, the later
+// tokens first, behind a full list of kept hold times: each end is placed
+// after those before it, the twentieth last among twenty, and the ones
+// after it are left out.
+func TestEndsCacheHoldTimesCrowd(t *testing.T) {
+	asked := verifyHolds(t)
+	ctx := context.Background()
+	d, _ := openKept(t, service.Config{Explain: true})
+	acquire := func(ts int64, client string, mode lk.Mode, want lk.Outcome) {
+		t.Helper()
+		r, err := d.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: "L", TTL: 1000, Mode: mode})
+		if err != nil || r.Outcome != want {
+			t.Fatalf("acquire by %s: %+v, %v; want %s", client, r, err, want)
+		}
+	}
+	release := func(ts int64, client string) {
+		t.Helper()
+		if _, err := d.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "L"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range int64(30) {
+		acquire(2*i+1, "a", lk.Exclusive, lk.Granted)
+		release(2*i+2, "a")
+	}
+	for i := range 25 {
+		acquire(100+int64(i), fmt.Sprintf("r%02d", i), lk.Shared, lk.Granted)
+	}
+	acquire(200, "w", lk.Exclusive, lk.Queued) // reads the 20 exclusive ends
+	for i := 24; i >= 0; i-- {
+		release(300, fmt.Sprintf("r%02d", i))
+	}
+	acquire(301, "x", lk.Exclusive, lk.Queued) // the readers' last 20
+	if *asked < 1 {
+		t.Fatal("the kept hold times never answered")
 	}
 }
 

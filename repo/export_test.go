@@ -11,10 +11,11 @@ func VerifyEnds(fn func(lock string, token int64, kept, read []lk.Predecessor)) 
 
 // VerifyHolds has GrantHoldTimes and ReadForQueueing read what the
 // writer's endsCache answers too, and hand both to fn, until the returned
-// function is called.
+// function puts back the one before.
 func VerifyHolds(fn func(lock string, kept, read []HoldEnd)) (restore func()) {
+	prev := verifyHolds
 	verifyHolds = fn
-	return func() { verifyHolds = nil }
+	return func() { verifyHolds = prev }
 }
 
 // HoldEnd is a hold time and where its end stands in its lock's end order.
