@@ -290,21 +290,7 @@ func verifyKept(t *testing.T) *int {
 // time, is placed among them.
 func TestEndsCacheHoldTimes(t *testing.T) {
 	asked := verifyHolds(t)
-	ctx := context.Background()
-	d, _ := openKept(t, service.Config{Explain: true})
-	acquire := func(ts int64, client string, mode lk.Mode, want lk.Outcome) {
-		t.Helper()
-		r, err := d.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: "L", TTL: 1000, Mode: mode})
-		if err != nil || r.Outcome != want {
-			t.Fatalf("acquire by %s: %+v, %v; want %s", client, r, err, want)
-		}
-	}
-	release := func(ts int64, client string) {
-		t.Helper()
-		if _, err := d.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "L"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	acquire, release := onL(t, service.Config{Explain: true})
 	ts := int64(1)
 	for i := range 30 {
 		acquire(ts, "a", lk.Exclusive, lk.Granted)
@@ -336,21 +322,7 @@ func TestEndsCacheHoldTimes(t *testing.T) {
 // after it are left out.
 func TestEndsCacheHoldTimesCrowd(t *testing.T) {
 	asked := verifyHolds(t)
-	ctx := context.Background()
-	d, _ := openKept(t, service.Config{Explain: true})
-	acquire := func(ts int64, client string, mode lk.Mode, want lk.Outcome) {
-		t.Helper()
-		r, err := d.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: "L", TTL: 1000, Mode: mode})
-		if err != nil || r.Outcome != want {
-			t.Fatalf("acquire by %s: %+v, %v; want %s", client, r, err, want)
-		}
-	}
-	release := func(ts int64, client string) {
-		t.Helper()
-		if _, err := d.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "L"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	acquire, release := onL(t, service.Config{Explain: true})
 	for i := range int64(30) {
 		acquire(2*i+1, "a", lk.Exclusive, lk.Granted)
 		release(2*i+2, "a")
@@ -366,6 +338,30 @@ func TestEndsCacheHoldTimesCrowd(t *testing.T) {
 	if *asked < 1 {
 		t.Fatal("the kept hold times never answered")
 	}
+}
+
+// onL opens a new SQLite file with rules and returns what acquires lock
+// L on it (a ttl of 1,000 s, the outcome it must have) and what releases
+// it.
+func onL(t *testing.T, rules service.Config) (acquire func(ts int64, client string, mode lk.Mode, want lk.Outcome),
+	release func(ts int64, client string)) {
+	t.Helper()
+	ctx := context.Background()
+	d, _ := openKept(t, rules)
+	acquire = func(ts int64, client string, mode lk.Mode, want lk.Outcome) {
+		t.Helper()
+		r, err := d.Acquire(ctx, ts, lk.AcquireRequest{Client: client, Lock: "L", TTL: 1000, Mode: mode})
+		if err != nil || r.Outcome != want {
+			t.Fatalf("acquire by %s: %+v, %v; want %s", client, r, err, want)
+		}
+	}
+	release = func(ts int64, client string) {
+		t.Helper()
+		if _, err := d.Release(ctx, ts, lk.ReleaseRequest{Client: client, Lock: "L"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return acquire, release
 }
 
 // verifyHolds has every hold time that the writer answers from what it

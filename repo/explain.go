@@ -173,8 +173,10 @@ func collectPredecessors(out *[]lk.Predecessor) func(scan func(...any) error) er
 }
 
 // The last leases of a lock to end, by the token they ended after, then
-// ended_at: their order of end, but for a lapse noticed late, which an
-// estimate can take. Rows ended before migration 00005 have no
+// ended_at, then token: their order of end, but for a lapse noticed late,
+// which an estimate can take. The token makes the order total, so that
+// the rows are the same whatever the plan, and the SQLite writer's kept
+// ones (ends.go) can be them. Rows ended before migration 00005 have no
 // ended_after_token and no place in that order; PostgreSQL would sort them
 // first.
 //
@@ -185,9 +187,6 @@ func collectPredecessors(out *[]lk.Predecessor) func(scan func(...any) error) er
 // down to m passes at most ?2 rows of o (those after tokens above m are
 // all among o's ?2). When o holds fewer than ?2, t's walk passes fewer
 // than ?2 of them, and rows of t are read until there are ?2.
-// qGrantHoldTimes reads a lock's last ended leases in end order, ties on
-// the instant broken by token, so that the rows are the same whatever
-// the plan (and the SQLite writer's kept ones, ends.go, can be them).
 var qGrantHoldTimes = perDialect("GrantHoldTimes", func(d dialect) string {
 	return `WITH o AS (SELECT mode, ended_at - granted_at AS held, ended_after_token AS after, ended_at, token
 			FROM ` + endedByLockOrder(d) + ` WHERE lock = ?1 AND ended_after_token IS NOT NULL AND ` + inEndOrder + `
@@ -226,7 +225,7 @@ func GrantHoldTimes(tx *Tx, lock string, limit int) ([]HoldTime, error) {
 	if err := tx.each(r.q, r.args, r.fn); err != nil {
 		return nil, err
 	}
-	tx.readHolds(lock, limit, kept, ok, read)
+	tx.keepHolds(lock, limit, kept, ok, read)
 	return holdTimes(read), nil
 }
 
@@ -242,9 +241,9 @@ func holdTimes(hs []holdEnd) []HoldTime {
 	return out
 }
 
-// readHolds hands the hold times read to the writer's kept ones: to
+// keepHolds hands the hold times read to the writer's kept ones: to
 // check them against (tests), or to start from.
-func (tx *Tx) readHolds(lock string, limit int, kept []holdEnd, ok bool, read []holdEnd) {
+func (tx *Tx) keepHolds(lock string, limit int, kept []holdEnd, ok bool, read []holdEnd) {
 	if ok {
 		verifyHolds(lock, kept, read)
 		return
@@ -377,7 +376,7 @@ func ReadForQueueing(tx *Tx, client, lock string, awaited, estimate bool, limit,
 		return out, err
 	}
 	if estimate && (!holdsKept || verifyHolds != nil) {
-		tx.readHolds(lock, holdSample, kept, holdsKept, read)
+		tx.keepHolds(lock, holdSample, kept, holdsKept, read)
 		out.Holds = holdTimes(read)
 	}
 	out.Awaited = awaited && isAwaited(held, waitedFor)
