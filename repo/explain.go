@@ -216,8 +216,8 @@ type holdEnd struct {
 // were held, latest end first; on SQLite, from what the writer kept when
 // it can (ends.go).
 func GrantHoldTimes(tx *Tx, lock string, limit int) ([]HoldTime, error) {
-	kept, ok := tx.d.ends.holdTimes(lock, limit)
-	if ok && verifyHolds == nil {
+	kept, ok, answers := tx.keptHolds(lock, limit)
+	if answers {
 		return holdTimes(kept), nil
 	}
 	var read []holdEnd
@@ -239,6 +239,14 @@ func holdTimes(hs []holdEnd) []HoldTime {
 		out[i] = h.HoldTime
 	}
 	return out
+}
+
+// keptHolds returns what the writer kept of lock's last limit hold
+// times, whether it knew them (ok), and whether they answer without a
+// read: a test that verifies them has them read all the same.
+func (tx *Tx) keptHolds(lock string, limit int) (kept []holdEnd, ok, answers bool) {
+	kept, ok = tx.d.ends.holdTimes(lock, limit)
+	return kept, ok, ok && verifyHolds == nil
 }
 
 // keepHolds hands the hold times read to the writer's kept ones: to
@@ -359,11 +367,11 @@ func ReadForQueueing(tx *Tx, client, lock string, awaited, estimate bool, limit,
 		rs = append(rs, readRow(qClientAwaited, []any{client}, &found, &held, &waitedFor))
 	}
 	var kept, read []holdEnd
-	var holdsKept bool
+	var holdsKept, answered bool
 	if estimate {
 		rs = append(rs, queueModesHeadRead(lock, limit, &out.Modes), lockHoldersByModeRead(lock, &out.Holders))
-		kept, holdsKept = tx.d.ends.holdTimes(lock, holdSample)
-		if holdsKept && verifyHolds == nil {
+		kept, holdsKept, answered = tx.keptHolds(lock, holdSample)
+		if answered {
 			out.Holds = holdTimes(kept)
 		} else {
 			rs = append(rs, grantHoldTimesRead(lock, holdSample, &read))
@@ -375,7 +383,7 @@ func ReadForQueueing(tx *Tx, client, lock string, awaited, estimate bool, limit,
 	if err := tx.reads(rs...); err != nil {
 		return out, err
 	}
-	if estimate && (!holdsKept || verifyHolds != nil) {
+	if estimate && !answered {
 		tx.keepHolds(lock, holdSample, kept, holdsKept, read)
 		out.Holds = holdTimes(read)
 	}
